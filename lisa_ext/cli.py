@@ -1,0 +1,67 @@
+"""The ``lisa-ext`` command line.
+
+Each top-level command lives next to the code it drives, in a module exposing
+``register(subparsers)`` that adds its parser and sets ``func`` on it. Modules
+are imported only when their command is used, so ``lisa-ext --help`` and quick
+commands stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from lisa_ext.errors import UserError
+
+__all__ = ["main", "COMMANDS"]
+
+#: command name -> (module implementing it, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "campaign": ("lisa_ext.campaign.cli", "run campaigns and inspect their state"),
+    "trace": ("lisa_ext.trace.cli", "convert trace.dat / text traces to Arrow tables"),
+    "analyse": ("lisa_ext.analysis.cli", "run a trace analysis (idle-miss, wakeup-latency, ...)"),
+    "compare": ("lisa_ext.stats.cli", "compare variants in a metrics table"),
+    "report": ("lisa_ext.report.cli", "write tables and figures for a campaign"),
+    "quickstart": ("lisa_ext.quickstart", "run the quickstart study on this machine"),
+    "kernel": ("lisa_ext.kernel.cli", "check and build kernel variants"),
+    "vboard": ("lisa_ext.vboard.cli", "manage the QEMU virtual board"),
+}
+
+
+def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lisa-ext", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in COMMANDS.items():
+        if name == wanted:
+            try:
+                importlib.import_module(module).register(sub)
+                continue
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(argv)
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.error(f"command {args.command!r} is not available in this installation")
+    try:
+        return int(func(args) or 0)
+    except UserError as exc:
+        print(f"lisa-ext {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Compatibility layer that lets LISA 3.1.0 (PyPI ``lisa-linux``) run on numpy 2.
+
+LISA 3.1.0 was released before numpy 2.0 and has three problems on a current
+stack. Each shim below names the LISA file it repairs; ``tests/test_compat.py``
+runs the LISA code path each one fixes.
+
+* ``lisa/analysis/tasks.py`` (``df_task_activation`` default argument, evaluated
+  at import time), ``lisa/datautils.py`` and ``lisa/analysis/functions.py`` use
+  ``np.NaN``, removed in numpy 2.0 -> :func:`_shim_numpy_aliases` restores it as
+  an alias of ``np.nan``.
+* ``lisa/datautils.py`` (``series_integrate``) calls ``np.trapz``, removed in
+  numpy 2.4 -> aliased to ``np.trapezoid``.
+* ``lisa/monad.py`` imports ``nest_asyncio`` without declaring it: it is a
+  dependency of ``lisa_ext`` (see pyproject.toml), nothing to patch at runtime.
+* ``lisa/__init__.py`` installs a warnings filter turning every
+  DeprecationWarning attributed to a ``lisa.*`` module into an exception. Any
+  pandas/numpy deprecation triggered from inside LISA then kills a user's
+  notebook cell -> :func:`_relax_lisa_warning_filter` downgrades it to
+  ``default`` (shown once per location, never raised).
+
+The shims only add missing attributes and edit one warnings filter; they never
+replace behaviour that exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+import warnings
+
+import numpy as np
+
+__all__ = ["apply", "import_lisa"]
+
+_applied = False
+
+
+def _shim_numpy_aliases() -> None:
+    if not hasattr(np, "NaN"):
+        np.NaN = np.nan  # type: ignore[attr-defined]
+    if not hasattr(np, "trapz"):
+        np.trapz = np.trapezoid  # type: ignore[attr-defined]
+
+
+def _relax_lisa_warning_filter() -> None:
+    relaxed = []
+    for action, message, category, module, lineno in warnings.filters:
+        pattern = getattr(module, "pattern", module)
+        if (
+            action == "error"
+            and category is DeprecationWarning
+            and isinstance(pattern, str)
+            and pattern.startswith("lisa")
+        ):
+            action = "default"
+        relaxed.append((action, message, category, module, lineno))
+    warnings.filters[:] = relaxed
+    warnings._filters_mutated()  # type: ignore[attr-defined]
+
+
+def apply() -> None:
+    """Apply every shim once, importing LISA's top-level package to fix its filter."""
+    global _applied
+    if _applied:
+        return
+    _shim_numpy_aliases()
+    importlib.import_module("lisa")
+    _relax_lisa_warning_filter()
+    _applied = True
+
+
+def import_lisa(name: str = "lisa") -> types.ModuleType:
+    """Import a LISA module (e.g. ``"lisa.trace"``) with the shims in place."""
+    apply()
+    return importlib.import_module(name)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install the Debian packages lisa-ext needs: tracing, workloads, kernel builds,
+# the QEMU virtual board and the native trace decoder's headers.
+# As root it installs them; otherwise it prints the exact command to run.
+set -euo pipefail
+
+PACKAGES=(
+    # tracing and workloads
+    trace-cmd libtracecmd-dev libtraceevent-dev fio rt-app stress-ng sysbench rt-tests
+    # native trace decoder
+    build-essential pkg-config libzstd-dev zlib1g-dev clang
+    # kernel variants and the virtual board
+    linux-source-6.12 bc flex bison libelf-dev libssl-dev cpio kmod ccache
+    qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
+    # Android targets (implemented, untested here)
+    adb fastboot mkbootimg
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "system packages: all ${#PACKAGES[@]} present"
+    exit 0
+fi
+
+command="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "system packages missing: ${missing[*]}" >&2
+    echo "run as root:  sudo sh -c '$command'" >&2
+    exit 1
+fi
+echo "installing system packages: ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
