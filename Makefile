@@ -33,6 +33,7 @@ bench: setup
 # Re-pin after changing dependencies: resolves fresh and records what was tested.
 lock:
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^lisa-ext' > constraints.txt
+	$(BIN)/python scripts/write-environment-yml.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info out
