@@ -1,0 +1,68 @@
+"""``lisa-ext compare``: compare variants of a metrics table and print a table.
+
+A command module is an orchestrator: it may use the report layer's renderers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+
+__all__ = ["register", "run"]
+
+FORMAT_NAMES = ("mmtests", "markdown", "lkp", "sd", "csv")
+TEST_NAMES = ("welch", "mwu", "ks", "mmtests")
+MEAN_NAMES = ("auto", "amean", "hmean", "gmean")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compare", help="compare variants in a metrics table",
+        description="Compare every variant of a tidy metrics table (CSV or Parquet with "
+                    "columns campaign, variant, workload, metric, unit, lower_is_better, "
+                    "iteration, value) against a baseline variant.")
+    p.add_argument("metrics", metavar="METRICS", help="metrics table, .csv or .parquet")
+    p.add_argument("--baseline", required=True, metavar="VARIANT",
+                   help="variant every other one is compared with")
+    p.add_argument("--format", default="mmtests", choices=FORMAT_NAMES,
+                   help="table format (default: mmtests)")
+    p.add_argument("--test", default="welch", choices=TEST_NAMES,
+                   help="significance test (default: welch)")
+    p.add_argument("--mean", default="auto", choices=MEAN_NAMES,
+                   help="mean to report; auto = hmean when higher is better, else amean")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level (default: 0.05)")
+    p.add_argument("--variants", metavar="A,B,...",
+                   help="variants to show, in this order (default: all, baseline first)")
+    p.add_argument("--workload", action="append", metavar="NAME",
+                   help="only this workload (repeatable)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lisa_ext.report.tables import render
+    from lisa_ext.stats.compare import compare
+    from lisa_ext.stats.metrics import read_metrics
+
+    metrics = read_metrics(args.metrics)
+    if args.workload:
+        unknown = sorted(set(args.workload) - set(metrics["workload"]))
+        if unknown:
+            raise UserError(f"{args.metrics}: no workload {', '.join(unknown)}; workloads are: "
+                            f"{', '.join(dict.fromkeys(metrics['workload']))}")
+        metrics = metrics[metrics["workload"].isin(args.workload)]
+    if metrics.empty:
+        raise UserError(f"{args.metrics}: the metrics table has no rows")
+    variants = [v for v in args.variants.split(",") if v] if args.variants else None
+    table = compare(metrics, args.baseline, test=args.test, mean=args.mean, alpha=args.alpha,
+                    variants=variants)
+    text = render(table, args.format)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
