@@ -1,7 +1,19 @@
-"""Build hook for the native parts of lisa_ext (compiled during ``pip install``)."""
+"""Build hook for the native parts of lisa_ext (compiled during ``pip install``).
 
-from setuptools import setup
+``lisa_ext.trace._tracedat`` is the trace.dat page decoder. It links the
+system's libzstd and zlib (Debian: libzstd-dev, zlib1g-dev, installed by
+scripts/install-system-packages.sh).
+"""
 
-EXT_MODULES: list = []
+from setuptools import Extension, setup
+
+EXT_MODULES: list = [
+    Extension(
+        "lisa_ext.trace._tracedat",
+        sources=["lisa_ext/trace/_tracedat.c"],
+        libraries=["zstd", "z"],
+        extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wno-unused-function"],
+    ),
+]
 
 setup(ext_modules=EXT_MODULES)

@@ -1,0 +1,1085 @@
+/*
+ * Native page decoder for trace.dat files (trace-cmd file versions 6 and 7).
+ *
+ * Mirrors the ring-buffer page layout of the kernel's
+ * kernel/trace/ring_buffer.c as read by libtraceevent's kbuffer-parse.c:
+ * a page header (u64 timestamp, local_t commit) followed by events whose
+ * 32-bit header holds type_len:5 and time_delta:27 (little endian).
+ * type_len 29 is padding, 30 a time extend, 31 an absolute time stamp,
+ * 0 a record whose length is in the next word, 1..28 a record of
+ * type_len * 4 bytes.
+ *
+ * Python (lisa_ext/trace/tracedat.py) parses the file headers and event
+ * formats, and hands this module the per-CPU data regions and, per wanted
+ * event, a compact description of its fields. The decoder merges the CPU
+ * streams in timestamp order exactly like `trace-cmd report` (smallest
+ * timestamp first, ties to the lowest stream), and appends each wanted
+ * record to growable column buffers that become Arrow buffers without a
+ * copy. All reads are bounds checked: damage stops the affected stream with
+ * a warning naming the file offset; everything decoded before it is kept.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+/* ------------------------------------------------------------------ */
+/* Buffer: a malloc'd block exposed through the buffer protocol.        */
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+} BufferObject;
+
+static void Buffer_dealloc(BufferObject *self)
+{
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : "",
+                             self->len, 1, flags);
+}
+
+static Py_ssize_t Buffer_length(BufferObject *self) { return self->len; }
+
+static PyBufferProcs Buffer_as_buffer = {
+    .bf_getbuffer = (getbufferproc)Buffer_getbuffer,
+};
+
+static PySequenceMethods Buffer_as_sequence = {
+    .sq_length = (lenfunc)Buffer_length,
+};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lisa_ext.trace._tracedat.Buffer",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+    .tp_as_sequence = &Buffer_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Read-only memory owned by the decoder, handed to Arrow without a copy.",
+};
+
+/* ------------------------------------------------------------------ */
+/* Growable byte vector.                                                */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Vec;
+
+static int vec_reserve(Vec *v, size_t extra)
+{
+    if (v->len + extra <= v->cap)
+        return 0;
+    size_t cap = v->cap ? v->cap : 4096;
+    while (cap < v->len + extra)
+        cap *= 2;
+    char *p = realloc(v->p, cap);
+    if (!p)
+        return -1;
+    v->p = p;
+    v->cap = cap;
+    return 0;
+}
+
+/* Hot path appends: callers reserve first. */
+#define VEC_PUT(v, src, n) (memcpy((v)->p + (v)->len, (src), (n)), (v)->len += (n))
+
+static PyObject *vec_to_buffer(Vec *v)
+{
+    BufferObject *b = PyObject_New(BufferObject, &BufferType);
+    if (!b)
+        return NULL;
+    if (v->len && v->len < v->cap) {
+        char *p = realloc(v->p, v->len);
+        if (p)
+            v->p = p;
+    }
+    b->data = v->p;
+    b->len = (Py_ssize_t)v->len;
+    v->p = NULL;
+    v->len = v->cap = 0;
+    return (PyObject *)b;
+}
+
+static void vec_free(Vec *v)
+{
+    free(v->p);
+    v->p = NULL;
+    v->len = v->cap = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Column descriptions (mirrors FIELD_* constants in tracedat.py).      */
+
+enum {
+    K_INT = 0,          /* fixed-width integer: size bytes copied */
+    K_STR_FIXED = 1,    /* char[N]: string up to the first NUL */
+    K_STR_DYN = 2,      /* __data_loc char[] */
+    K_STR_REST = 3,     /* char buf[] (size 0): up to the end of the record */
+    K_LIST_FIXED = 4,   /* T x[N], T not char */
+    K_LIST_DYN = 5,     /* __data_loc T[] */
+    K_LIST_REST = 6,    /* T buf[] (size 0) */
+};
+
+#define FLAG_REL_LOC 1   /* __rel_loc: offset relative to the end of the field */
+#define FLAG_STRIP_NL 2  /* drop one trailing newline (ftrace print) */
+
+typedef struct {
+    int kind, flags;
+    uint32_t offset, size, elem;
+    Vec a; /* values (INT, list values) or string bytes */
+    Vec o; /* int32 offsets for strings and lists */
+    int32_t count; /* running end offset (elements or bytes) */
+} Column;
+
+typedef struct {
+    int id;
+    uint32_t pid_offset, pid_size;
+    int ncols;
+    Column *cols;
+    Vec ts, cpu, pid, comm_o, comm_d;
+    int32_t comm_count;
+    int64_t rows;
+    int overflow;
+} Slot;
+
+/* ------------------------------------------------------------------ */
+/* Per-stream cursor over a CPU's pages.                                */
+
+enum { COMP_NONE = 0, COMP_ZLIB = 1, COMP_ZSTD = 2 };
+
+typedef struct {
+    int cpu;
+    int fd;
+    int comp;
+    uint64_t off, end;       /* remaining region of the file */
+    uint32_t chunks_left;
+    int chunk_header_read;
+    uint8_t *buf;            /* current block of whole pages */
+    size_t buf_cap, buf_len;
+    uint64_t buf_file_off;   /* file offset of buf (uncompressed) or of its chunk */
+    size_t page_at;          /* offset of the current page in buf */
+    const uint8_t *data;     /* current page's event data */
+    uint32_t data_len, pos;
+    uint64_t ts;
+    /* peeked record */
+    int has;
+    const uint8_t *rec;
+    uint32_t rec_len;
+    uint64_t rec_ts;
+    int done;
+} Cursor;
+
+#define MAX_WARN 50
+
+typedef struct {
+    const char *path;
+    uint32_t page_size, hdr_size, commit_off, commit_size;
+    char msgs[MAX_WARN][400]; /* filled without the GIL, turned into str afterwards */
+    int nwarn;
+    uint8_t *cbuf; size_t cbuf_cap;
+    ZSTD_DCtx *zctx;
+    size_t block_pages;
+} Decoder;
+
+static void warn(Decoder *d, const char *fmt, ...)
+{
+    va_list ap;
+    if (d->nwarn < MAX_WARN) {
+        va_start(ap, fmt);
+        vsnprintf(d->msgs[d->nwarn], sizeof d->msgs[0], fmt, ap);
+        va_end(ap);
+    }
+    d->nwarn++;
+}
+
+static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static int read_full(int fd, void *dst, size_t n, uint64_t off, size_t *got)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            *got = done;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return 0;
+}
+
+static int ensure_cap(uint8_t **buf, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    uint8_t *p = realloc(*buf, n);
+    if (!p)
+        return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+/* Load the next block of pages into c->buf. Returns 1 if loaded, 0 at end. */
+static int load_block(Decoder *d, Cursor *c)
+{
+    if (c->comp == COMP_NONE) {
+        if (c->off >= c->end)
+            return 0;
+        uint64_t want = (uint64_t)d->page_size * d->block_pages;
+        if (want > c->end - c->off)
+            want = c->end - c->off;
+        if (ensure_cap(&c->buf, &c->buf_cap, want) < 0) {
+            warn(d, "cpu %d: out of memory for a %llu-byte block", c->cpu, (unsigned long long)want);
+            return 0;
+        }
+        size_t got;
+        if (read_full(c->fd, c->buf, want, c->off, &got) < 0 || got < want) {
+            warn(d, "cpu %d: file truncated: expected %llu bytes of trace data at offset %llu, got %zu",
+                 c->cpu, (unsigned long long)(c->end - c->off), (unsigned long long)c->off, got);
+            c->end = c->off + got; /* decode what is there, then stop */
+            want = got;
+            if (!got)
+                return 0;
+        }
+        c->buf_len = want;
+        c->buf_file_off = c->off;
+        c->off += want;
+        return 1;
+    }
+
+    /* compressed: <u32 chunk count> then chunks of <u32 csize><u32 usize><data> */
+    size_t got;
+    uint8_t hdr[8];
+    if (!c->chunk_header_read) {
+        c->chunk_header_read = 1;
+        if (c->end - c->off < 4 || read_full(c->fd, hdr, 4, c->off, &got) < 0 || got < 4) {
+            if (c->end > c->off)
+                warn(d, "cpu %d: truncated chunk count at offset %llu", c->cpu, (unsigned long long)c->off);
+            return 0;
+        }
+        c->chunks_left = rd32(hdr);
+        c->off += 4;
+    }
+    if (!c->chunks_left)
+        return 0;
+    if (c->end - c->off < 8 || read_full(c->fd, hdr, 8, c->off, &got) < 0 || got < 8) {
+        warn(d, "cpu %d: truncated compressed chunk header at offset %llu", c->cpu, (unsigned long long)c->off);
+        return 0;
+    }
+    uint32_t csize = rd32(hdr), usize = rd32(hdr + 4);
+    uint64_t chunk_off = c->off;
+    if (csize > c->end - c->off - 8) {
+        warn(d, "cpu %d: compressed chunk at offset %llu claims %u bytes, only %llu left in the section",
+             c->cpu, (unsigned long long)chunk_off, csize, (unsigned long long)(c->end - c->off - 8));
+        return 0;
+    }
+    if (usize > (1u << 30)) {
+        warn(d, "cpu %d: compressed chunk at offset %llu claims an implausible size %u",
+             c->cpu, (unsigned long long)chunk_off, usize);
+        return 0;
+    }
+    if (ensure_cap(&d->cbuf, &d->cbuf_cap, csize ? csize : 1) < 0 ||
+        ensure_cap(&c->buf, &c->buf_cap, usize ? usize : 1) < 0) {
+        warn(d, "cpu %d: out of memory for chunk at offset %llu", c->cpu, (unsigned long long)chunk_off);
+        return 0;
+    }
+    if (read_full(c->fd, d->cbuf, csize, c->off + 8, &got) < 0 || got < csize) {
+        warn(d, "cpu %d: file truncated inside compressed chunk at offset %llu", c->cpu,
+             (unsigned long long)chunk_off);
+        return 0;
+    }
+    size_t out = 0;
+    if (c->comp == COMP_ZSTD) {
+        size_t r = ZSTD_decompressDCtx(d->zctx, c->buf, usize, d->cbuf, csize);
+        if (ZSTD_isError(r)) {
+            warn(d, "cpu %d: zstd chunk at offset %llu does not decompress: %s", c->cpu,
+                 (unsigned long long)chunk_off, ZSTD_getErrorName(r));
+            return 0;
+        }
+        out = r;
+    } else {
+        uLongf dl = usize;
+        int r = uncompress(c->buf, &dl, d->cbuf, csize);
+        if (r != Z_OK) {
+            warn(d, "cpu %d: zlib chunk at offset %llu does not decompress (error %d)", c->cpu,
+                 (unsigned long long)chunk_off, r);
+            return 0;
+        }
+        out = dl;
+    }
+    if (out != usize)
+        warn(d, "cpu %d: chunk at offset %llu decompressed to %zu bytes, header says %u", c->cpu,
+             (unsigned long long)chunk_off, out, usize);
+    c->off += 8 + (uint64_t)csize;
+    c->chunks_left--;
+    c->buf_len = out;
+    c->buf_file_off = chunk_off;
+    return 1;
+}
+
+/* Describe where the current page is, for messages. */
+static void page_where(Decoder *d, Cursor *c, char *out, size_t n)
+{
+    if (c->comp == COMP_NONE)
+        snprintf(out, n, "page at file offset %llu", (unsigned long long)(c->buf_file_off + c->page_at));
+    else
+        snprintf(out, n, "page %zu of compressed chunk at file offset %llu",
+                 c->page_at / d->page_size, (unsigned long long)c->buf_file_off);
+}
+
+/* Move to the next page. Returns 0 when the stream is exhausted. */
+static int next_page(Decoder *d, Cursor *c, int first)
+{
+    for (;;) {
+        if (!first)
+            c->page_at += d->page_size;
+        first = 0;
+        if (!c->buf || c->page_at >= c->buf_len) {
+            if (!load_block(d, c))
+                return 0;
+            c->page_at = 0;
+        }
+        size_t avail = c->buf_len - c->page_at;
+        if (avail > d->page_size)
+            avail = d->page_size;
+        const uint8_t *page = c->buf + c->page_at;
+        if (avail < d->hdr_size) {
+            char where[160];
+            page_where(d, c, where, sizeof where);
+            warn(d, "cpu %d: %s: only %zu bytes, shorter than the page header", c->cpu, where, avail);
+            return 0;
+        }
+        uint64_t commit = d->commit_size == 8 ? rd64(page + d->commit_off) : rd32(page + d->commit_off);
+        uint32_t len = (uint32_t)(commit & ((1u << 27) - 1));
+        if (len > avail - d->hdr_size) {
+            char where[160];
+            page_where(d, c, where, sizeof where);
+            warn(d, "cpu %d: %s: data size %u exceeds the %zu bytes available (corrupted page); "
+                    "decoding what fits", c->cpu, where, len, avail - d->hdr_size);
+            len = (uint32_t)(avail - d->hdr_size);
+            /* A damaged page ends the stream after what fits in it. */
+            c->end = c->off;
+            c->chunks_left = 0;
+            c->buf_len = c->page_at + avail;
+        }
+        c->ts = rd64(page);
+        c->data = page + d->hdr_size;
+        c->data_len = len;
+        c->pos = 0;
+        if (len)
+            return 1;
+    }
+}
+
+/* Peek the next data record of the stream into c->rec. */
+static void advance(Decoder *d, Cursor *c)
+{
+    c->has = 0;
+    if (c->done)
+        return;
+    for (;;) {
+        const uint8_t *data = c->data;
+        uint32_t n = c->data_len;
+        while (c->pos < n) {
+            uint32_t pos = c->pos;
+            if (n - pos < 4)
+                goto bad_page;
+            uint32_t hdr = rd32(data + pos);
+            uint32_t type_len = hdr & 31, delta = hdr >> 5;
+            uint32_t p = pos + 4;
+            uint32_t len;
+            switch (type_len) {
+            case 29: /* padding */
+                if (n - p < 4) { /* null padding filling the page */
+                    c->pos = n;
+                    continue;
+                }
+                len = rd32(data + p);
+                c->ts += delta;
+                if (len > n - p) {
+                    c->pos = n;
+                    continue;
+                }
+                c->pos = p + len;
+                continue;
+            case 30: /* time extend */
+                if (n - p < 4)
+                    goto bad_page;
+                c->ts += ((uint64_t)rd32(data + p) << 27) + delta;
+                c->pos = p + 4;
+                continue;
+            case 31: /* absolute time stamp */
+                if (n - p < 4)
+                    goto bad_page;
+                c->ts = ((uint64_t)rd32(data + p) << 27) + delta;
+                c->pos = p + 4;
+                continue;
+            case 0:
+                if (n - p < 4)
+                    goto bad_page;
+                len = rd32(data + p);
+                if (len < 4)
+                    goto bad_page;
+                len = ((len - 4) + 3) & ~3u;
+                p += 4;
+                break;
+            default:
+                len = type_len * 4;
+                break;
+            }
+            if (len > n - p)
+                goto bad_page;
+            c->ts += delta;
+            c->rec = data + p;
+            c->rec_len = len;
+            c->rec_ts = c->ts;
+            c->pos = p + len;
+            c->has = 1;
+            return;
+        }
+        if (!next_page(d, c, 0)) {
+            c->done = 1;
+            return;
+        }
+        continue;
+    bad_page: {
+            char where[160];
+            page_where(d, c, where, sizeof where);
+            warn(d, "cpu %d: %s: malformed event header at data offset %u; rest of the page skipped",
+                 c->cpu, where, c->pos);
+            c->pos = c->data_len;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Appending one record to a slot.                                      */
+
+static inline uint64_t rdn(const uint8_t *p, uint32_t size)
+{
+    switch (size) {
+    case 1: return p[0];
+    case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case 4: return rd32(p);
+    default: return rd64(p);
+    }
+}
+
+/* Arrow strings must be UTF-8: replace bytes of invalid sequences with '?'. */
+static void sanitize_utf8(uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t need = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 0;
+        int ok = need > 0 && i + need < n;
+        if (ok && need == 1 && c < 0xC2) ok = 0;
+        for (size_t k = 1; ok && k <= need; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                ok = 0;
+        if (ok && need == 2) {
+            uint32_t cp = ((c & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+            if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) ok = 0;
+        }
+        if (ok && need == 3) {
+            uint32_t cp = ((c & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+            if (cp < 0x10000 || cp > 0x10FFFF) ok = 0;
+        }
+        if (ok) { i += need + 1; continue; }
+        s[i++] = '?';
+    }
+}
+
+static inline int put_str(Vec *dv, Vec *ov, int32_t *count, const uint8_t *s, size_t n)
+{
+    if ((uint64_t)*count + n > INT32_MAX)
+        return -1;
+    if (vec_reserve(dv, n + 1) < 0 || vec_reserve(ov, 4) < 0)
+        return -2;
+    uint8_t *dst = (uint8_t *)dv->p + dv->len;
+    memcpy(dst, s, n);
+    for (size_t i = 0; i < n; i++)
+        if (dst[i] >= 0x80) {
+            sanitize_utf8(dst, n);
+            break;
+        }
+    dv->len += n;
+    *count += (int32_t)n;
+    VEC_PUT(ov, count, 4);
+    return 0;
+}
+
+static inline int put_list(Column *col, const uint8_t *s, size_t nbytes)
+{
+    size_t nelem = nbytes / col->elem;
+    nbytes = nelem * col->elem;
+    if ((uint64_t)col->count + nelem > INT32_MAX)
+        return -1;
+    if (vec_reserve(&col->a, nbytes) < 0 || vec_reserve(&col->o, 4) < 0)
+        return -2;
+    VEC_PUT(&col->a, s, nbytes);
+    col->count += (int32_t)nelem;
+    VEC_PUT(&col->o, &col->count, 4);
+    return 0;
+}
+
+typedef struct {
+    const int32_t *comm_index; /* pid -> index in comm_offsets, -1 unknown */
+    size_t npids;
+    const int32_t *comm_offsets; /* n+1 offsets into comm_data */
+    const char *comm_data;
+} Comms;
+
+/* Resolve a dynamic (data_loc / rel_loc) field into [start, len) within the record. */
+static inline int dyn_range(const Column *col, const uint8_t *rec, uint32_t rec_len,
+                            uint32_t *start, uint32_t *len)
+{
+    if (col->offset + 4 > rec_len)
+        return -1;
+    uint32_t v = rd32(rec + col->offset);
+    uint32_t off = v & 0xffff, l = v >> 16;
+    if (col->flags & FLAG_REL_LOC)
+        off += col->offset + col->size;
+    if (off > rec_len || l > rec_len - off)
+        return -1;
+    *start = off;
+    *len = l;
+    return 0;
+}
+
+static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const uint8_t *rec, uint32_t rec_len)
+{
+    int32_t pid = 0;
+    if (s->pid_offset + s->pid_size <= rec_len)
+        pid = (int32_t)rdn(rec + s->pid_offset, s->pid_size);
+    if (vec_reserve(&s->ts, 8) < 0 || vec_reserve(&s->cpu, 4) < 0 || vec_reserve(&s->pid, 4) < 0)
+        return -2;
+    int64_t tsv = (int64_t)ts;
+    int32_t cpuv = cpu;
+    VEC_PUT(&s->ts, &tsv, 8);
+    VEC_PUT(&s->cpu, &cpuv, 4);
+    VEC_PUT(&s->pid, &pid, 4);
+
+    const char *comm;
+    size_t clen;
+    if (pid == 0) {
+        comm = "<idle>";
+        clen = 6;
+    } else if (pid > 0 && (size_t)pid < cm->npids && cm->comm_index[pid] >= 0) {
+        int32_t k = cm->comm_index[pid];
+        comm = cm->comm_data + cm->comm_offsets[k];
+        clen = (size_t)(cm->comm_offsets[k + 1] - cm->comm_offsets[k]);
+    } else {
+        comm = "<...>";
+        clen = 5;
+    }
+    int r = put_str(&s->comm_d, &s->comm_o, &s->comm_count, (const uint8_t *)comm, clen);
+    if (r < 0)
+        return r;
+
+    for (int i = 0; i < s->ncols; i++) {
+        Column *col = &s->cols[i];
+        uint32_t start, len;
+        switch (col->kind) {
+        case K_INT:
+            if (vec_reserve(&col->a, 8) < 0)
+                return -2;
+            if (col->offset + col->size <= rec_len)
+                memcpy(col->a.p + col->a.len, rec + col->offset, col->size);
+            else
+                memset(col->a.p + col->a.len, 0, col->size);
+            col->a.len += col->size;
+            break;
+        case K_STR_FIXED:
+            start = col->offset;
+            len = 0;
+            if (start < rec_len) {
+                uint32_t max = col->size < rec_len - start ? col->size : rec_len - start;
+                const uint8_t *z = memchr(rec + start, 0, max);
+                len = z ? (uint32_t)(z - (rec + start)) : max;
+            }
+            r = put_str(&col->a, &col->o, &col->count, rec + start, len);
+            if (r < 0)
+                return r;
+            break;
+        case K_STR_DYN:
+        case K_STR_REST:
+            if (col->kind == K_STR_DYN) {
+                if (dyn_range(col, rec, rec_len, &start, &len) < 0)
+                    start = len = 0;
+            } else {
+                start = col->offset;
+                len = start < rec_len ? rec_len - start : 0;
+                if (!len)
+                    start = 0;
+            }
+            if (len) {
+                const uint8_t *z = memchr(rec + start, 0, len);
+                if (z)
+                    len = (uint32_t)(z - (rec + start));
+            }
+            if ((col->flags & FLAG_STRIP_NL) && len && rec[start + len - 1] == '\n')
+                len--;
+            r = put_str(&col->a, &col->o, &col->count, rec + start, len);
+            if (r < 0)
+                return r;
+            break;
+        case K_LIST_FIXED:
+            start = col->offset;
+            len = start + col->size <= rec_len ? col->size : 0;
+            r = put_list(col, rec + start, len);
+            if (r < 0)
+                return r;
+            break;
+        case K_LIST_DYN:
+            if (dyn_range(col, rec, rec_len, &start, &len) < 0)
+                start = len = 0;
+            r = put_list(col, rec + start, len);
+            if (r < 0)
+                return r;
+            break;
+        case K_LIST_REST:
+            start = col->offset;
+            len = start < rec_len ? rec_len - start : 0;
+            r = put_list(col, rec + (len ? start : 0), len);
+            if (r < 0)
+                return r;
+            break;
+        }
+    }
+    s->rows++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* decode()                                                             */
+
+static void slot_free(Slot *s)
+{
+    vec_free(&s->ts); vec_free(&s->cpu); vec_free(&s->pid);
+    vec_free(&s->comm_o); vec_free(&s->comm_d);
+    for (int i = 0; i < s->ncols; i++) {
+        vec_free(&s->cols[i].a);
+        vec_free(&s->cols[i].o);
+    }
+    free(s->cols);
+}
+
+static int offsets_init(Vec *o)
+{
+    int32_t z = 0;
+    if (vec_reserve(o, 4) < 0)
+        return -1;
+    VEC_PUT(o, &z, 4);
+    return 0;
+}
+
+static PyObject *slot_result(Slot *s)
+{
+    PyObject *cols = PyList_New(s->ncols);
+    if (!cols)
+        return NULL;
+    for (int i = 0; i < s->ncols; i++) {
+        Column *col = &s->cols[i];
+        PyObject *item;
+        if (col->kind == K_INT)
+            item = Py_BuildValue("(N)", vec_to_buffer(&col->a));
+        else
+            item = Py_BuildValue("(NN)", vec_to_buffer(&col->o), vec_to_buffer(&col->a));
+        if (!item) {
+            Py_DECREF(cols);
+            return NULL;
+        }
+        PyList_SET_ITEM(cols, i, item);
+    }
+    return Py_BuildValue("{s:L,s:N,s:N,s:N,s:N,s:N,s:N}",
+                         "rows", (long long)s->rows,
+                         "ts", vec_to_buffer(&s->ts),
+                         "cpu", vec_to_buffer(&s->cpu),
+                         "pid", vec_to_buffer(&s->pid),
+                         "comm_offsets", vec_to_buffer(&s->comm_o),
+                         "comm_data", vec_to_buffer(&s->comm_d),
+                         "columns", cols);
+}
+
+PyDoc_STRVAR(decode_doc,
+"decode(path, fd, streams, compression, page_size, commit_offset, commit_size, data_offset,\n"
+"       type_offset, type_size, slots, comm_index, comm_offsets, comm_data) -> dict\n\n"
+"Decode every record of the given CPU streams, merged in timestamp order.\n"
+"streams: list of (cpu, file_offset, size). slots: list of\n"
+"(event_id, pid_offset, pid_size, [(kind, flags, offset, size, elem), ...]).\n"
+"Returns {'counts': {id: n}, 'slots': [dict per slot], 'warnings': [str],\n"
+"'first_ts': int|None, 'last_ts': int|None, 'cpu_counts': {cpu: n}}.");
+
+static PyObject *py_decode(PyObject *self, PyObject *args)
+{
+    const char *path;
+    int fd, comp;
+    PyObject *streams_o, *slots_o;
+    unsigned int page_size, commit_off, commit_size, data_off, type_off, type_size;
+    Py_buffer comm_index, comm_offsets, comm_data;
+    if (!PyArg_ParseTuple(args, "siOiIIIIIIOy*y*y*", &path, &fd, &streams_o, &comp, &page_size,
+                          &commit_off, &commit_size, &data_off, &type_off, &type_size, &slots_o,
+                          &comm_index, &comm_offsets, &comm_data))
+        return NULL;
+
+    PyObject *result = NULL, *counts = NULL, *slot_list = NULL, *cpu_counts = NULL;
+    Cursor *cur = NULL;
+    Slot *slots = NULL;
+    Slot **by_id = NULL;
+    uint64_t *id_counts = NULL;
+    Py_ssize_t nstreams = 0, nslots = 0;
+    int64_t *per_stream = NULL;
+    PyObject *warnings = NULL;
+    Decoder *dp = calloc(1, sizeof(Decoder));
+    if (!dp) {
+        PyBuffer_Release(&comm_index);
+        PyBuffer_Release(&comm_offsets);
+        PyBuffer_Release(&comm_data);
+        return PyErr_NoMemory();
+    }
+    dp->path = path;
+    dp->page_size = page_size;
+    dp->commit_off = commit_off;
+    dp->commit_size = commit_size;
+    dp->hdr_size = data_off;
+    dp->block_pages = 256;
+    warnings = PyList_New(0);
+    if (!warnings)
+        goto out;
+    if (page_size < 16 || page_size > (1u << 24) || data_off >= page_size ||
+        (commit_size != 4 && commit_size != 8) || commit_off + commit_size > data_off ||
+        (type_size != 1 && type_size != 2 && type_size != 4) ||
+        (comp != COMP_NONE && comp != COMP_ZLIB && comp != COMP_ZSTD)) {
+        PyErr_Format(PyExc_ValueError, "%s: unsupported page layout (page size %u, header %u, commit %u@%u)",
+                     path, page_size, data_off, commit_size, commit_off);
+        goto out;
+    }
+    if (comm_index.len % 4 || comm_offsets.len % 4 || comm_offsets.len < 4) {
+        PyErr_SetString(PyExc_ValueError, "comm tables must be int32 arrays");
+        goto out;
+    }
+    Comms cm = {comm_index.buf, (size_t)comm_index.len / 4, comm_offsets.buf, comm_data.buf};
+
+    nstreams = PySequence_Size(streams_o);
+    nslots = PySequence_Size(slots_o);
+    if (nstreams < 0 || nslots < 0)
+        goto out;
+    cur = calloc(nstreams ? nstreams : 1, sizeof *cur);
+    per_stream = calloc(nstreams ? nstreams : 1, sizeof *per_stream);
+    slots = calloc(nslots ? nslots : 1, sizeof *slots);
+    by_id = calloc(65536, sizeof *by_id);
+    id_counts = calloc(65536, sizeof *id_counts);
+    if (!cur || !slots || !by_id || !id_counts || !per_stream) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (comp == COMP_ZSTD && !(dp->zctx = ZSTD_createDCtx())) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < nstreams; i++) {
+        PyObject *t = PySequence_GetItem(streams_o, i);
+        unsigned long long off, size;
+        int cpu;
+        if (!t || !PyArg_ParseTuple(t, "iKK", &cpu, &off, &size)) {
+            Py_XDECREF(t);
+            goto out;
+        }
+        Py_DECREF(t);
+        cur[i].cpu = cpu;
+        cur[i].fd = fd;
+        cur[i].comp = comp;
+        cur[i].off = off;
+        cur[i].end = off + size;
+    }
+    for (Py_ssize_t i = 0; i < nslots; i++) {
+        PyObject *t = PySequence_GetItem(slots_o, i), *fields;
+        Slot *s = &slots[i];
+        if (!t || !PyArg_ParseTuple(t, "iIIO", &s->id, &s->pid_offset, &s->pid_size, &fields)) {
+            Py_XDECREF(t);
+            goto out;
+        }
+        if (s->id < 0 || s->id > 65535 || (s->pid_size != 1 && s->pid_size != 2 && s->pid_size != 4)) {
+            Py_DECREF(t);
+            PyErr_Format(PyExc_ValueError, "bad slot for event id %d", s->id);
+            goto out;
+        }
+        by_id[s->id] = s;
+        Py_ssize_t nf = PySequence_Size(fields);
+        s->cols = calloc(nf ? nf : 1, sizeof *s->cols);
+        if (nf < 0 || !s->cols) {
+            Py_DECREF(t);
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto out;
+        }
+        s->ncols = (int)nf;
+        for (Py_ssize_t k = 0; k < nf; k++) {
+            Column *col = &s->cols[k];
+            PyObject *f = PySequence_GetItem(fields, k);
+            if (!f || !PyArg_ParseTuple(f, "iiIII", &col->kind, &col->flags, &col->offset, &col->size, &col->elem)) {
+                Py_XDECREF(f);
+                Py_DECREF(t);
+                goto out;
+            }
+            Py_DECREF(f);
+            int bad = col->kind < K_INT || col->kind > K_LIST_REST || col->offset > (1u << 20) ||
+                      col->size > (1u << 20);
+            if (col->kind == K_INT && col->size != 1 && col->size != 2 && col->size != 4 && col->size != 8)
+                bad = 1;
+            if ((col->kind == K_LIST_FIXED || col->kind == K_LIST_DYN || col->kind == K_LIST_REST) &&
+                col->elem != 1 && col->elem != 2 && col->elem != 4 && col->elem != 8)
+                bad = 1;
+            if (bad) {
+                Py_DECREF(t);
+                PyErr_Format(PyExc_ValueError, "bad column description for event id %d", s->id);
+                goto out;
+            }
+            if (col->kind != K_INT && offsets_init(&col->o) < 0) {
+                Py_DECREF(t);
+                PyErr_NoMemory();
+                goto out;
+            }
+        }
+        Py_DECREF(t);
+        if (offsets_init(&s->comm_o) < 0) {
+            PyErr_NoMemory();
+            goto out;
+        }
+    }
+
+    int64_t first_ts = -1, last_ts = -1;
+    int64_t total = 0;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nstreams; i++) {
+        if (next_page(dp, &cur[i], 1))
+            advance(dp, &cur[i]);
+        else
+            cur[i].done = 1;
+    }
+    for (;;) {
+        Cursor *best = NULL;
+        Py_ssize_t bi = 0;
+        for (Py_ssize_t i = 0; i < nstreams; i++) {
+            Cursor *c = &cur[i];
+            if (c->has && (!best || c->rec_ts < best->rec_ts)) {
+                best = c;
+                bi = i;
+            }
+        }
+        if (!best)
+            break;
+        const uint8_t *rec = best->rec;
+        uint32_t rec_len = best->rec_len;
+        if (type_off + type_size <= rec_len) {
+            uint32_t id = (uint32_t)rdn(rec + type_off, type_size) & 0xffff;
+            id_counts[id]++;
+            Slot *s = by_id[id];
+            if (s && !s->overflow) {
+                int r = append(dp, s, &cm, best->cpu, best->rec_ts, rec, rec_len);
+                if (r == -2) {
+                    err = 1;
+                    break;
+                }
+                if (r == -1)
+                    s->overflow = 1;
+            }
+        }
+        if (first_ts < 0)
+            first_ts = (int64_t)best->rec_ts;
+        last_ts = (int64_t)best->rec_ts;
+        total++;
+        per_stream[bi]++;
+        advance(dp, best);
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < nslots; i++)
+        if (slots[i].overflow)
+            warn(dp, "event id %d: more than 2 GiB of string or list data in one column; "
+                     "rows after that point were dropped (read fewer events at a time)", slots[i].id);
+    for (int i = 0; i < dp->nwarn && i < MAX_WARN; i++) {
+        PyObject *s = PyUnicode_FromFormat("%s: %s", path, dp->msgs[i]);
+        if (!s || PyList_Append(warnings, s) < 0) {
+            Py_XDECREF(s);
+            goto out;
+        }
+        Py_DECREF(s);
+    }
+    if (dp->nwarn > MAX_WARN) {
+        PyObject *s = PyUnicode_FromFormat("%s: %d more warnings not shown", path, dp->nwarn - MAX_WARN);
+        if (!s || PyList_Append(warnings, s) < 0) {
+            Py_XDECREF(s);
+            goto out;
+        }
+        Py_DECREF(s);
+    }
+
+    counts = PyDict_New();
+    cpu_counts = PyDict_New();
+    slot_list = PyList_New(nslots);
+    if (!counts || !slot_list || !cpu_counts)
+        goto out;
+    for (int id = 0; id < 65536; id++) {
+        if (!id_counts[id])
+            continue;
+        PyObject *k = PyLong_FromLong(id), *v = PyLong_FromUnsignedLongLong(id_counts[id]);
+        if (!k || !v || PyDict_SetItem(counts, k, v) < 0) {
+            Py_XDECREF(k); Py_XDECREF(v);
+            goto out;
+        }
+        Py_DECREF(k); Py_DECREF(v);
+    }
+    for (Py_ssize_t i = 0; i < nstreams; i++) {
+        PyObject *k = PyLong_FromLong(cur[i].cpu);
+        PyObject *old = k ? PyDict_GetItem(cpu_counts, k) : NULL;
+        long long prev = old ? PyLong_AsLongLong(old) : 0;
+        PyObject *v = PyLong_FromLongLong(prev + per_stream[i]);
+        if (!k || !v || PyDict_SetItem(cpu_counts, k, v) < 0) {
+            Py_XDECREF(k); Py_XDECREF(v);
+            goto out;
+        }
+        Py_DECREF(k); Py_DECREF(v);
+    }
+    for (Py_ssize_t i = 0; i < nslots; i++) {
+        PyObject *r = slot_result(&slots[i]);
+        if (!r)
+            goto out;
+        PyList_SET_ITEM(slot_list, i, r);
+    }
+    PyObject *fts = first_ts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(first_ts);
+    PyObject *lts = last_ts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(last_ts);
+    result = Py_BuildValue("{s:O,s:O,s:O,s:N,s:N,s:L,s:O}", "counts", counts, "slots", slot_list,
+                           "warnings", warnings, "first_ts", fts, "last_ts", lts,
+                           "total", (long long)total, "cpu_counts", cpu_counts);
+
+out:
+    Py_XDECREF(counts);
+    Py_XDECREF(slot_list);
+    Py_XDECREF(cpu_counts);
+    Py_XDECREF(warnings);
+    if (cur)
+        for (Py_ssize_t i = 0; i < nstreams; i++)
+            free(cur[i].buf);
+    free(cur);
+    free(per_stream);
+    if (slots)
+        for (Py_ssize_t i = 0; i < nslots; i++)
+            slot_free(&slots[i]);
+    free(slots);
+    free(by_id);
+    free(id_counts);
+    free(dp->cbuf);
+    if (dp->zctx)
+        ZSTD_freeDCtx(dp->zctx);
+    free(dp);
+    PyBuffer_Release(&comm_index);
+    PyBuffer_Release(&comm_offsets);
+    PyBuffer_Release(&comm_data);
+    return result;
+}
+
+PyDoc_STRVAR(decompress_doc,
+"decompress(compression, data, size) -> bytes\n\n"
+"Decompress one metadata section (compression 1 = zlib, 2 = zstd) of known size.");
+
+static PyObject *py_decompress(PyObject *self, PyObject *args)
+{
+    int comp;
+    Py_buffer in;
+    unsigned int size;
+    if (!PyArg_ParseTuple(args, "iy*I", &comp, &in, &size))
+        return NULL;
+    if (size > (1u << 30)) {
+        PyBuffer_Release(&in);
+        PyErr_Format(PyExc_ValueError, "implausible uncompressed size %u", size);
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (!out) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    char *dst = PyBytes_AS_STRING(out);
+    int ok;
+    size_t got = 0;
+    const char *why = "";
+    if (comp == COMP_ZSTD) {
+        size_t r = ZSTD_decompress(dst, size, in.buf, (size_t)in.len);
+        ok = !ZSTD_isError(r);
+        if (ok) got = r; else why = ZSTD_getErrorName(r);
+    } else if (comp == COMP_ZLIB) {
+        uLongf dl = size;
+        int r = uncompress((Bytef *)dst, &dl, in.buf, (uLong)in.len);
+        ok = r == Z_OK;
+        got = dl;
+        why = "zlib error";
+    } else {
+        ok = 0;
+        why = "unknown compression";
+    }
+    PyBuffer_Release(&in);
+    if (!ok || got != size) {
+        Py_DECREF(out);
+        PyErr_Format(PyExc_ValueError, "cannot decompress: %s (got %zu of %u bytes)",
+                     ok ? "size mismatch" : why, got, size);
+        return NULL;
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", py_decode, METH_VARARGS, decode_doc},
+    {"decompress", py_decompress, METH_VARARGS, decompress_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_tracedat",
+    "Native trace.dat page decoder; use lisa_ext.trace.tracedat instead.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__tracedat(void)
+{
+    if (PyType_Ready(&BufferType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&BufferType);
+    if (PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0) {
+        Py_DECREF(&BufferType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,821 @@
+"""Read trace-cmd's trace.dat (file versions 6 and 7) into typed Arrow tables.
+
+Mirrors the layout documented in ``man 5 trace-cmd.dat.v6`` / ``trace-cmd.dat.v7``
+(trace-cmd's lib/trace-cmd/trace-input.c) for the file headers, and the event
+format files of the kernel's tracefs (``events/<system>/<event>/format``, as
+parsed by libtraceevent's event-parse.c) for the record layout. The per-page
+work is done by the native decoder :mod:`lisa_ext.trace._tracedat`.
+
+The tables follow the column contract of :mod:`lisa_ext.trace.tables`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from lisa_ext.errors import UserError
+from lisa_ext.trace.tables import TraceTables
+
+__all__ = [
+    "TraceDatError",
+    "TraceDatFile",
+    "EventFormat",
+    "FormatField",
+    "read_tracedat",
+    "count_events",
+    "open_tracedat",
+]
+
+MAGIC = b"\x17\x08\x44tracing"
+
+# Column kinds understood by the native decoder (see _tracedat.c).
+K_INT, K_STR_FIXED, K_STR_DYN, K_STR_REST, K_LIST_FIXED, K_LIST_DYN, K_LIST_REST = range(7)
+FLAG_REL_LOC, FLAG_STRIP_NL = 1, 2
+
+_COMPRESSION = {"none": 0, "zlib": 1, "zstd": 2}
+
+# trace.dat v7 section ids and option ids (trace-cmd.dat.v7(5)).
+_SEC_OPTIONS = 0
+_SEC_HEADER_INFO, _SEC_FTRACE, _SEC_EVENTS, _SEC_KALLSYMS, _SEC_PRINTK, _SEC_CMDLINES = range(16, 22)
+_OPT_DONE, _OPT_BUFFER, _OPT_TRACECLOCK, _OPT_CPUCOUNT = 0, 3, 4, 8
+
+
+class TraceDatError(UserError):
+    """A trace.dat file that cannot be read: names the file, the offset and the problem."""
+
+    def __init__(self, path: str | os.PathLike, offset: int | None, problem: str):
+        self.path = os.fspath(path)
+        self.offset = offset
+        self.problem = problem
+        where = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"{self.path}{where}: {problem}")
+
+
+@dataclass
+class FormatField:
+    """One ``field:`` line of an event format file."""
+
+    name: str
+    type: str  # declared type without the name, e.g. "unsigned long", "char[16]", "__data_loc char[]"
+    offset: int
+    size: int
+    signed: bool
+    array_len: int | None = None  # N of a fixed "[N]", 0 for a flexible "[]", None if not an array
+    dynamic: bool = False  # __data_loc / __rel_loc
+    relative: bool = False  # __rel_loc
+
+    @property
+    def base_type(self) -> str:
+        t = re.sub(r"\[.*?\]", "", self.type)
+        t = t.replace("__data_loc", "").replace("__rel_loc", "")
+        return " ".join(w for w in t.split() if w not in ("const", "volatile", "struct"))
+
+    @property
+    def is_char(self) -> bool:
+        return self.base_type in ("char", "signed char")
+
+
+@dataclass
+class EventFormat:
+    """An event's format: id, system, name and fields (common ones included)."""
+
+    id: int
+    system: str
+    name: str
+    fields: list[FormatField]
+    print_fmt: str = ""
+
+    def field(self, name: str) -> FormatField | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+@dataclass
+class TraceDatFile:
+    """What the headers of a trace.dat file say; the event data is decoded lazily."""
+
+    path: str
+    version: int
+    long_size: int
+    page_size: int
+    compression: str
+    header_page: str
+    events: dict[int, EventFormat]
+    printk: dict[int, str]
+    kallsyms: list[tuple[int, str]]
+    cmdlines: dict[int, str]
+    clock: str
+    cpus: int
+    streams: list[tuple[int, int, int]] = field(default_factory=list)  # (cpu, offset, size)
+    buffers: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------
+# Header parsing
+
+
+class _Reader:
+    """Bounds-checked little-endian reads over a byte buffer, with file offsets in errors."""
+
+    def __init__(self, path: str, data, pos: int = 0, base: int = 0, what: str = "header"):
+        self.path, self.data, self.pos, self.base, self.what = path, data, pos, base, what
+
+    def fail(self, problem: str, at: int | None = None):
+        off = self.base + (self.pos if at is None else at)
+        raise TraceDatError(self.path, off, f"{self.what}: {problem}")
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            self.fail(f"truncated: needs {n} bytes, only {max(0, len(self.data) - self.pos)} left")
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return bytes(b)
+
+    def u16(self) -> int:
+        return struct.unpack("<H", self.take(2))[0]
+
+    def u32(self) -> int:
+        return struct.unpack("<I", self.take(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack("<Q", self.take(8))[0]
+
+    def cstr(self) -> str:
+        end = self.data.find(b"\0", self.pos) if hasattr(self.data, "find") else -1
+        if end < 0:
+            self.fail("unterminated string")
+        s = bytes(self.data[self.pos : end]).decode("utf-8", "replace")
+        self.pos = end + 1
+        return s
+
+    def expect(self, tag: bytes):
+        got = self.take(len(tag))
+        if got != tag:
+            self.fail(f"expected {tag!r}, found {got!r}", self.pos - len(tag))
+
+
+_FIELD_RE = re.compile(
+    r"field:\s*(?P<decl>[^;]*);\s*offset:\s*(?P<offset>\d+);\s*size:\s*(?P<size>\d+);(?:\s*signed:\s*(?P<signed>-?\d+);)?"
+)
+
+
+_DECL_RE = re.compile(r"(?P<name>[A-Za-z_]\w*)\s*(?P<arr>\[[^\]]*\])?\s*$")
+
+
+def _array_length(expr: str) -> int:
+    """N of "[N]": 0 for "[]", -1 when it is not a plain (sum of) numbers."""
+    expr = expr.strip()
+    if not expr:
+        return 0
+    if not re.fullmatch(r"\d+(\s*[+*]\s*\d+)*", expr):
+        return -1
+    total = 0
+    for term in expr.split("+"):
+        product = 1
+        for factor in term.split("*"):
+            product *= int(factor)
+        total += product
+    return total
+
+
+def parse_format(text: str, system: str | None = None) -> EventFormat:
+    """Parse one tracefs event ``format`` file."""
+    name = re.search(r"^name:\s*(\S+)", text, re.M)
+    ident = re.search(r"^ID:\s*(\d+)", text, re.M)
+    if not name or not ident:
+        raise ValueError("no name/ID line")
+    fields = []
+    for m in _FIELD_RE.finditer(text):
+        decl = " ".join(m["decl"].split())
+        dynamic = decl.startswith(("__data_loc", "__rel_loc"))
+        relative = decl.startswith("__rel_loc")
+        dm = _DECL_RE.search(decl)
+        if not dm:
+            continue
+        ftype = decl[: dm.start()].strip()
+        array_len = None
+        if dm["arr"] is not None:
+            array_len = _array_length(dm["arr"][1:-1])
+            ftype += dm["arr"]
+        elif ftype.endswith("]"):  # "__data_loc char[] name"
+            array_len = 0
+        size = int(m["size"])
+        if size == 0 and array_len is None:  # old kernels: "char buf; size:0" is a flexible array
+            array_len = 0
+        fields.append(
+            FormatField(
+                name=dm["name"],
+                type=ftype,
+                offset=int(m["offset"]),
+                size=size,
+                signed=bool(int(m["signed"])) if m["signed"] is not None else False,
+                array_len=array_len,
+                dynamic=dynamic,
+                relative=relative,
+            )
+        )
+    pm = re.search(r"^print fmt:\s*(.*)$", text, re.M)
+    sysm = re.search(r"^system:\s*(\S+)", text, re.M)
+    return EventFormat(
+        id=int(ident[1]),
+        system=system or (sysm[1] if sysm else ""),
+        name=name[1],
+        fields=fields,
+        print_fmt=pm[1] if pm else "",
+    )
+
+
+def _parse_format_list(r: _Reader, system: str, out: dict[int, EventFormat], warnings: list[str]):
+    count = r.u32()
+    for _ in range(count):
+        size = r.u64()
+        at = r.pos
+        text = r.take(size).decode("utf-8", "replace")
+        try:
+            fmt = parse_format(text, system)
+        except ValueError as exc:
+            warnings.append(f"{r.path}: offset {r.base + at}: unreadable event format skipped ({exc})")
+            continue
+        out[fmt.id] = fmt
+
+
+def _parse_event_systems(r: _Reader, out: dict[int, EventFormat], warnings: list[str]):
+    nsys = r.u32()
+    for _ in range(nsys):
+        system = r.cstr()
+        _parse_format_list(r, system, out, warnings)
+
+
+def _parse_printk(text: str) -> dict[int, str]:
+    formats = {}
+    for line in text.splitlines():
+        addr, sep, fmt = line.partition(" : ")
+        if not sep:
+            continue
+        try:
+            formats[int(addr, 16)] = fmt
+        except ValueError:
+            continue
+    return formats
+
+
+def _parse_kallsyms(text: str) -> list[tuple[int, str]]:
+    syms = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            try:
+                syms.append((int(parts[0], 16), parts[2]))
+            except ValueError:
+                continue
+    syms.sort()
+    return syms
+
+
+def _parse_cmdlines(text: str) -> dict[int, str]:
+    comms: dict[int, str] = {}
+    for line in text.splitlines():
+        pid, _, comm = line.strip().partition(" ")
+        if pid.isdigit() and comm:
+            comms.setdefault(int(pid), comm)
+    return comms
+
+
+def _header_page_layout(path: str, text: str, long_size: int) -> tuple[int, int, int]:
+    """(commit offset, commit size, data offset) from the header_page format."""
+    commit = re.search(r"field:\s*local_t commit;\s*offset:(\d+);\s*size:(\d+);", text)
+    data = re.search(r"field:\s*char data;\s*offset:(\d+);", text)
+    if commit and data:
+        return int(commit[1]), int(commit[2]), int(data[1])
+    if text.strip():
+        raise TraceDatError(path, None, "header_page format lacks the commit/data fields")
+    return 8, long_size, 8 + long_size
+
+
+def _read_v6(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings: list[str]) -> dict:
+    r.expect(b"header_page\0")
+    header_page = r.take(r.u64()).decode("utf-8", "replace")
+    r.expect(b"header_event\0")
+    r.take(r.u64())
+    events: dict[int, EventFormat] = {}
+    r.what = "ftrace event formats"
+    _parse_format_list(r, "ftrace", events, warnings)
+    r.what = "event formats"
+    _parse_event_systems(r, events, warnings)
+    r.what = "kallsyms"
+    kallsyms = r.take(r.u32()).decode("utf-8", "replace")
+    r.what = "printk formats"
+    printk = r.take(r.u32()).decode("utf-8", "replace")
+    r.what = "saved cmdlines"
+    cmdlines = r.take(r.u64()).decode("utf-8", "replace")
+    r.what = "cpu data header"
+    cpus = r.u32()
+    if cpus > 4096:
+        r.fail(f"implausible CPU count {cpus}", r.pos - 4)
+    tag = r.take(10)
+    has_clock = False
+    instance_offsets: list[tuple[str, int]] = []
+    if tag == b"options  \0":
+        r.what = "options"
+        while True:
+            opt = r.u16()
+            if opt == _OPT_DONE:
+                break
+            data = r.take(r.u32())
+            if opt == _OPT_TRACECLOCK:
+                has_clock = True
+            elif opt == _OPT_BUFFER and len(data) >= 8:
+                off = struct.unpack_from("<Q", data)[0]
+                name = data[8:].split(b"\0", 1)[0].decode("utf-8", "replace")
+                instance_offsets.append((name, off))
+        tag = r.take(10)
+    if tag == b"latency  \0":
+        r.fail("latency-format trace (text, no binary events) is not supported; record with `trace-cmd record`")
+    if tag != b"flyrecord\0":
+        r.fail(f"expected 'flyrecord', found {tag!r}", r.pos - 10)
+    r.what = "flyrecord cpu table"
+    streams = []
+    for cpu in range(cpus):
+        off, size = r.u64(), r.u64()
+        if size:
+            streams.append((cpu, off, size))
+    clock = "local"
+    if has_clock:
+        try:
+            text = r.take(r.u64()).decode("utf-8", "replace")
+            m = re.search(r"\[(\S+)\]", text)
+            clock = m[1] if m else clock
+        except TraceDatError:
+            warnings.append(f"{path}: unreadable trace clock, assuming 'local' (as trace-cmd does)")
+    buffers = [""]
+    for name, off in instance_offsets:
+        ir = _Reader(path, mm, off, what=f"instance {name!r} cpu table")
+        ir.expect(b"flyrecord\0")
+        for cpu in range(cpus):
+            o, size = ir.u64(), ir.u64()
+            if size:
+                streams.append((cpu, o, size))
+        buffers.append(name)
+    return dict(
+        header_page=header_page,
+        events=events,
+        kallsyms=kallsyms,
+        printk=printk,
+        cmdlines=cmdlines,
+        cpus=cpus,
+        streams=streams,
+        clock=clock,
+        compression="none",
+        buffers=buffers,
+    )
+
+
+def _read_section(path: str, mm, offset: int, compression: str, want: int | None = None) -> tuple[int, bytes]:
+    r = _Reader(path, mm, offset, what="section header")
+    sid = r.u16()
+    flags = r.u16()
+    r.u32()  # description string id
+    size = r.u64()
+    if want is not None and sid != want:
+        r.fail(f"expected section {want}, found section {sid}", offset)
+    r.what = f"section {sid}"
+    if flags & 1:
+        if compression == "none":
+            r.fail("section is marked compressed but the file has no compression")
+        csize, usize = r.u32(), r.u32()
+        data = r.take(csize)
+        from lisa_ext.trace import _tracedat
+
+        try:
+            return sid, _tracedat.decompress(_COMPRESSION[compression], data, usize)
+        except ValueError as exc:
+            r.fail(f"compressed section does not decompress ({exc})", offset)
+    return sid, r.take(size)
+
+
+def _read_v7(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings: list[str]) -> dict:
+    r.what = "compression header"
+    compression = r.cstr()
+    r.cstr()  # compressor version
+    if compression not in _COMPRESSION:
+        r.fail(f"unsupported compression {compression!r} (supported: zstd, zlib, none)")
+    options_at = r.u64()
+    sections: dict[int, int] = {}
+    buffers: list[tuple[str, str, list[tuple[int, int, int]]]] = []
+    clock_text = ""
+    cpucount = None
+    seen = set()
+    while options_at:
+        if options_at in seen:
+            raise TraceDatError(path, options_at, "options sections form a loop")
+        seen.add(options_at)
+        _, data = _read_section(path, mm, options_at, compression, _SEC_OPTIONS)
+        o = _Reader(path, data, 0, base=options_at, what="options section")
+        next_at = 0
+        while o.pos < len(data):
+            opt = o.u16()
+            body = o.take(o.u32())
+            if opt == _OPT_DONE:
+                next_at = struct.unpack_from("<Q", body)[0] if len(body) >= 8 else 0
+                break
+            if 16 <= opt <= 21 and len(body) >= 8:
+                sections[opt] = struct.unpack_from("<Q", body)[0]
+            elif opt == _OPT_TRACECLOCK:
+                clock_text = body.decode("utf-8", "replace")
+            elif opt == _OPT_CPUCOUNT and len(body) >= 4:
+                cpucount = struct.unpack_from("<I", body)[0]
+            elif opt == _OPT_BUFFER:
+                b = _Reader(path, body, 0, base=options_at, what="BUFFER option")
+                b.u64()  # the section offset; per-CPU offsets below are absolute
+                name, clock = b.cstr(), b.cstr()
+                b.u32()  # page size
+                ncpu = b.u32()
+                streams = []
+                for _ in range(ncpu):
+                    cpu, off, size = b.u32(), b.u64(), b.u64()
+                    if size:
+                        # compressed data: the size leaves out the leading u32 chunk count
+                        streams.append((cpu, off, size + 4 if compression != "none" else size))
+                buffers.append((name, clock, streams))
+        options_at = next_at
+
+    def section(sid: int, what: str) -> _Reader | None:
+        if sid not in sections:
+            return None
+        _, data = _read_section(path, mm, sections[sid], compression, sid)
+        return _Reader(path, data, 0, base=sections[sid], what=what)
+
+    header_page = ""
+    hr = section(_SEC_HEADER_INFO, "header info")
+    if hr:
+        hr.expect(b"header_page\0")
+        header_page = hr.take(hr.u64()).decode("utf-8", "replace")
+    events: dict[int, EventFormat] = {}
+    fr = section(_SEC_FTRACE, "ftrace event formats")
+    if fr:
+        _parse_format_list(fr, "ftrace", events, warnings)
+    er = section(_SEC_EVENTS, "event formats")
+    if er:
+        _parse_event_systems(er, events, warnings)
+    kr = section(_SEC_KALLSYMS, "kallsyms")
+    kallsyms = kr.take(kr.u32()).decode("utf-8", "replace") if kr else ""
+    pr = section(_SEC_PRINTK, "printk formats")
+    printk = pr.take(pr.u32()).decode("utf-8", "replace") if pr else ""
+    cr = section(_SEC_CMDLINES, "saved cmdlines")
+    cmdlines = cr.take(cr.u64()).decode("utf-8", "replace") if cr else ""
+
+    streams = [s for _, _, st in buffers for s in st]
+    clock = next((c for _, c, st in buffers if st and c), "")
+    if not clock:
+        m = re.search(r"\[(\S+)\]", clock_text)
+        clock = m[1] if m else "local"
+    cpus = cpucount or (max((s[0] for s in streams), default=-1) + 1)
+    return dict(
+        header_page=header_page,
+        events=events,
+        kallsyms=kallsyms,
+        printk=printk,
+        cmdlines=cmdlines,
+        cpus=cpus,
+        streams=streams,
+        clock=clock,
+        compression=compression,
+        buffers=[name for name, _, _ in buffers],
+    )
+
+
+def open_tracedat(path: str | os.PathLike, warnings: list[str] | None = None) -> TraceDatFile:
+    """Parse the headers of a trace.dat file (formats, cmdlines, CPU data locations)."""
+    path = os.fspath(path)
+    warnings = [] if warnings is None else warnings
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise TraceDatError(path, None, f"cannot open: {exc.strerror}") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 16:
+            raise TraceDatError(path, 0, f"not a trace.dat file: only {size} bytes")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            r = _Reader(path, mm, 0, what="file header")
+            if mm[:10] != MAGIC:
+                raise TraceDatError(path, 0, f"not a trace.dat file: bad magic {bytes(mm[:10])!r}")
+            r.pos = 10
+            version_s = r.cstr()
+            if not version_s.isdigit():
+                r.fail(f"bad file version {version_s!r}")
+            version = int(version_s)
+            if version not in (6, 7):
+                raise TraceDatError(path, 10, f"unsupported trace.dat file version {version} (supported: 6, 7)")
+            endian = r.take(1)[0]
+            if endian != 0:
+                raise TraceDatError(path, r.pos - 1, "big-endian trace.dat files are not supported")
+            long_size = r.take(1)[0]
+            if long_size not in (4, 8):
+                r.fail(f"bad long size {long_size}", r.pos - 1)
+            page_size = r.u32()
+            if page_size < 64 or page_size > 1 << 24 or page_size & (page_size - 1):
+                r.fail(f"implausible page size {page_size}", r.pos - 4)
+            reader = _read_v6 if version == 6 else _read_v7
+            info = reader(path, mm, r, long_size, page_size, warnings)
+    return TraceDatFile(
+        path=path,
+        version=version,
+        long_size=long_size,
+        page_size=page_size,
+        compression=info["compression"],
+        header_page=info["header_page"],
+        events=info["events"],
+        printk=_parse_printk(info["printk"]),
+        kallsyms=_parse_kallsyms(info["kallsyms"]),
+        cmdlines=_parse_cmdlines(info["cmdlines"]),
+        clock=info["clock"],
+        cpus=info["cpus"],
+        streams=info["streams"],
+        buffers=info["buffers"],
+    )
+
+
+# --------------------------------------------------------------------------
+# Column planning
+
+
+def _int_type(size: int, signed: bool):
+    import pyarrow as pa
+
+    return {
+        (1, True): pa.int8(), (2, True): pa.int16(), (4, True): pa.int32(), (8, True): pa.int64(),
+        (1, False): pa.uint8(), (2, False): pa.uint16(), (4, False): pa.uint32(), (8, False): pa.uint64(),
+    }[(size, signed)]
+
+
+_TYPE_SIZES = {
+    "char": 1, "signed char": 1, "unsigned char": 1, "u8": 1, "s8": 1, "__u8": 1, "__s8": 1, "bool": 1, "_Bool": 1,
+    "short": 2, "unsigned short": 2, "u16": 2, "s16": 2, "__u16": 2, "__s16": 2, "__le16": 2, "__be16": 2,
+    "int": 4, "unsigned int": 4, "unsigned": 4, "u32": 4, "s32": 4, "__u32": 4, "__s32": 4, "pid_t": 4,
+    "__le32": 4, "__be32": 4, "gfp_t": 4, "dev_t": 4,
+    "long long": 8, "unsigned long long": 8, "u64": 8, "s64": 8, "__u64": 8, "__s64": 8, "__le64": 8,
+    "__be64": 8, "loff_t": 8, "sector_t": 8,
+}
+
+
+def _elem_size(f: FormatField, long_size: int) -> int | None:
+    base = f.base_type
+    if base.endswith("*"):
+        return long_size
+    if base in ("long", "unsigned long", "size_t", "ssize_t", "long int", "unsigned long int"):
+        return long_size
+    if base in _TYPE_SIZES:
+        return _TYPE_SIZES[base]
+    if f.array_len and f.array_len > 0 and f.size % f.array_len == 0:
+        return f.size // f.array_len
+    return None
+
+
+@dataclass
+class _Column:
+    name: str
+    kind: int
+    flags: int
+    offset: int
+    size: int
+    elem: int
+    arrow_type: object
+    signed: bool = False
+
+
+def _plan_columns(fmt: EventFormat, long_size: int, warnings: list[str], path: str) -> list[_Column]:
+    import pyarrow as pa
+
+    cols = []
+    for f in fmt.fields:
+        if f.name.startswith("common_"):
+            continue
+        if f.dynamic:
+            flags = FLAG_REL_LOC if f.relative else 0
+            if f.is_char:
+                cols.append(_Column(f.name, K_STR_DYN, flags, f.offset, f.size, 1, pa.string()))
+                continue
+            elem = _elem_size(f, long_size)
+            if elem not in (1, 2, 4, 8):
+                warnings.append(
+                    f"{path}: event {fmt.name}: field {f.name}: unknown element type {f.type!r}; kept as bytes"
+                )
+                elem = 1
+            cols.append(_Column(f.name, K_LIST_DYN, flags, f.offset, f.size, elem,
+                                pa.list_(_int_type(elem, f.signed)), f.signed))
+        elif f.array_len is not None:
+            if f.is_char:
+                kind = K_STR_REST if f.array_len == 0 or f.size == 0 else K_STR_FIXED
+                flags = FLAG_STRIP_NL if (fmt.system == "ftrace" and fmt.name == "print") else 0
+                cols.append(_Column(f.name, kind, flags, f.offset, f.size, 1, pa.string()))
+                continue
+            elem = _elem_size(f, long_size)
+            if elem not in (1, 2, 4, 8) or (f.size and f.size % elem):
+                warnings.append(
+                    f"{path}: event {fmt.name}: field {f.name}: unknown element type {f.type!r}; kept as bytes"
+                )
+                elem = 1
+            kind = K_LIST_REST if f.array_len == 0 or f.size == 0 else K_LIST_FIXED
+            cols.append(_Column(f.name, kind, 0, f.offset, f.size, elem,
+                                pa.list_(_int_type(elem, f.signed)), f.signed))
+        elif f.size in (1, 2, 4, 8):
+            cols.append(_Column(f.name, K_INT, 0, f.offset, f.size, f.size, _int_type(f.size, f.signed), f.signed))
+        else:
+            warnings.append(
+                f"{path}: event {fmt.name}: field {f.name}: type {f.type!r} of size {f.size} "
+                "is not an integer; kept as a list of bytes"
+            )
+            cols.append(_Column(f.name, K_LIST_FIXED, 0, f.offset, f.size, 1, pa.list_(pa.uint8())))
+    return cols
+
+
+def _is_bprint(fmt: EventFormat) -> bool:
+    return fmt.system == "ftrace" and fmt.name == "bprint"
+
+
+# --------------------------------------------------------------------------
+# Decoding
+
+
+def _comm_tables(cmdlines: dict[int, str]):
+    import numpy as np
+
+    pids = [p for p in cmdlines if 0 < p < (1 << 23)]
+    size = (max(pids) + 1) if pids else 1
+    index = np.full(size, -1, dtype=np.int32)
+    blobs = []
+    offsets = [0]
+    for k, pid in enumerate(pids):
+        b = cmdlines[pid].encode("utf-8", "replace")
+        blobs.append(b)
+        offsets.append(offsets[-1] + len(b))
+        index[pid] = k
+    return index.tobytes(), np.asarray(offsets, dtype=np.int32).tobytes(), b"".join(blobs)
+
+
+def _arrow_column(col: _Column, rows: int, bufs: tuple):
+    import pyarrow as pa
+
+    if col.kind == K_INT:
+        return pa.Array.from_buffers(col.arrow_type, rows, [None, pa.py_buffer(bufs[0])])
+    offsets, data = (pa.py_buffer(b) for b in bufs)
+    if pa.types.is_string(col.arrow_type):
+        return pa.Array.from_buffers(pa.string(), rows, [None, offsets, data])
+    value_type = col.arrow_type.value_type
+    values = pa.Array.from_buffers(value_type, len(bufs[1]) // col.elem, [None, data])
+    return pa.ListArray.from_buffers(col.arrow_type, rows, [None, offsets], children=[values])
+
+
+def _string_array(rows: int, offsets, data):
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _select(info: TraceDatFile, events: Iterable[str] | None) -> dict[str, EventFormat]:
+    """Event name -> format for the events to decode."""
+    by_name: dict[str, EventFormat] = {}
+    for fmt in sorted(info.events.values(), key=lambda e: e.id):
+        key = fmt.name if fmt.name not in by_name else f"{fmt.system}:{fmt.name}"
+        by_name[key] = fmt
+    if events is None:
+        return by_name
+    if isinstance(events, str):
+        events = [events]
+    chosen = {}
+    for name in events:
+        fmt = by_name.get(name)
+        if fmt is None and ":" in name:
+            system, _, short = name.partition(":")
+            fmt = next((f for f in info.events.values() if f.system == system and f.name == short), None)
+            name = short if fmt is not None and by_name.get(short) is fmt else name
+        if fmt is None:
+            raise UserError(f"{info.path}: event {name!r} is not in this trace (no format recorded for it)")
+        chosen[name] = fmt
+    return chosen
+
+
+def _run_decoder(info: TraceDatFile, slots: list[tuple], warnings: list[str]) -> dict:
+    from lisa_ext.trace import _tracedat
+
+    commit_off, commit_size, data_off = _header_page_layout(info.path, info.header_page, info.long_size)
+    any_fmt = next(iter(info.events.values()), None)
+    type_field = any_fmt.field("common_type") if any_fmt else None
+    type_off, type_size = (type_field.offset, type_field.size) if type_field else (0, 2)
+    comm_index, comm_offsets, comm_data = _comm_tables(info.cmdlines)
+    with open(info.path, "rb") as f:
+        try:
+            out = _tracedat.decode(
+                info.path, f.fileno(), info.streams, _COMPRESSION[info.compression], info.page_size,
+                commit_off, commit_size, data_off, type_off, type_size, slots,
+                comm_index, comm_offsets, comm_data,
+            )
+        except ValueError as exc:
+            raise TraceDatError(info.path, None, str(exc)) from None
+    warnings.extend(out["warnings"])
+    return out
+
+
+def _event_counts(info: TraceDatFile, counts: dict[int, int], warnings: list[str]) -> dict[str, int]:
+    names = {}
+    for fid, n in sorted(counts.items()):
+        fmt = info.events.get(fid)
+        if fmt is None:
+            warnings.append(f"{info.path}: {n} records of unknown event id {fid} (no format in the file) skipped")
+            continue
+        key = fmt.name if fmt.name not in names else f"{fmt.system}:{fmt.name}"
+        names[key] = names.get(key, 0) + n
+    return dict(sorted(names.items()))
+
+
+def _meta(info: TraceDatFile, out: dict, counts: dict[str, int], warnings: list[str]) -> dict:
+    return {
+        "source": info.path,
+        "format": "tracedat",
+        "cpus": info.cpus,
+        "clock": info.clock,
+        "file_version": info.version,
+        "compression": info.compression,
+        "event_counts": counts,
+        "first_timestamp_ns": out["first_ts"],
+        "last_timestamp_ns": out["last_ts"],
+        "buffers": info.buffers,
+        "warnings": warnings,
+    }
+
+
+def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) -> TraceTables:
+    """Decode a trace.dat file into one Arrow table per event.
+
+    :param events: event names (``"sched_switch"`` or ``"sched:sched_switch"``)
+        to decode; ``None`` decodes every event that has at least one record.
+    :raises UserError: the file is unreadable, or a requested event has no
+        format in the file. Damage inside the event data (truncation,
+        corrupted page) is reported in ``meta["warnings"]``; everything before
+        it is decoded.
+    """
+    import pyarrow as pa
+
+    from lisa_ext.trace.bprint import BprintFormatter
+
+    warnings: list[str] = []
+    info = open_tracedat(path, warnings)
+    chosen = _select(info, events)
+    plans = {}
+    slots = []
+    for name, fmt in chosen.items():
+        cols = _plan_columns(fmt, info.long_size, warnings, info.path)
+        if _is_bprint(fmt):
+            fmt_field = fmt.field("fmt")
+            buf_field = fmt.field("buf")
+            if fmt_field is None or buf_field is None:
+                raise TraceDatError(info.path, None, "bprint format lacks its fmt/buf fields")
+            cols = [c for c in cols if c.name not in ("fmt", "buf")]
+            cols.append(_Column("fmt", K_INT, 0, fmt_field.offset, fmt_field.size, fmt_field.size,
+                                _int_type(fmt_field.size, False)))
+            cols.append(_Column("buf", K_LIST_REST, 0, buf_field.offset, 0, 1, pa.list_(pa.uint8())))
+        pid = fmt.field("common_pid")
+        pid_off, pid_size = (pid.offset, pid.size) if pid else (4, 4)
+        plans[name] = (fmt, cols)
+        slots.append((fmt.id, pid_off, pid_size,
+                      [(c.kind, c.flags, c.offset, c.size, c.elem) for c in cols]))
+    out = _run_decoder(info, slots, warnings)
+    counts = _event_counts(info, out["counts"], warnings)
+
+    tables = {}
+    formatter = None
+    for (name, (fmt, cols)), res in zip(plans.items(), out["slots"]):
+        rows = res["rows"]
+        if events is None and not rows:
+            continue
+        arrays = [
+            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(res["ts"])]),
+            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(res["cpu"])]),
+            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(res["pid"])]),
+            _string_array(rows, res["comm_offsets"], res["comm_data"]),
+        ]
+        names = ["__timestamp", "__cpu", "__pid", "__comm"]
+        for col, bufs in zip(cols, res["columns"]):
+            arrays.append(_arrow_column(col, rows, bufs))
+            names.append(col.name)
+        table = pa.Table.from_arrays(arrays, names=names)
+        if _is_bprint(fmt):
+            formatter = formatter or BprintFormatter(info.printk, info.kallsyms, info.long_size)
+            table = formatter.format_table(table)
+        tables[name] = table
+    return TraceTables(tables=tables, meta=_meta(info, out, counts, warnings))
+
+
+def count_events(path: str | os.PathLike) -> dict:
+    """Event counts without building tables: ``{"events": {name: n}, "cpus": n, ...}``."""
+    warnings: list[str] = []
+    info = open_tracedat(path, warnings)
+    out = _run_decoder(info, [], warnings)
+    counts = _event_counts(info, out["counts"], warnings)
+    meta = _meta(info, out, counts, warnings)
+    return {"events": counts, "cpus": info.cpus, **{k: v for k, v in meta.items() if k != "event_counts"}}
