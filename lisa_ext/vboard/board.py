@@ -1,0 +1,354 @@
+"""The virtual board as one object: boot a kernel, reach it over SSH, stop it.
+
+State lives in ``$LISA_EXT_CACHE/vboard/run/`` (pidfile, QMP socket, serial log,
+``state.json``), so ``lisa-ext vboard up`` in one process and ``vboard ssh`` or
+a LISA target in another find the same board. ``target-configs/vboard.yml``
+resolves its SSH port and key through :func:`ssh_port` and :func:`ssh_keyfile`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from lisa_ext.errors import SpecError, UserError
+from lisa_ext.vboard import qemu, rootfs
+
+__all__ = [
+    "BoardSettings",
+    "VirtualBoard",
+    "RunningKernel",
+    "repo_root",
+    "default_target_conf_path",
+    "ssh_port",
+    "ssh_keyfile",
+]
+
+log = logging.getLogger(__name__)
+
+#: Kernel command line every boot starts with; a variant's cmdline is appended.
+BASE_CMDLINE = (
+    "console=ttyS0,115200 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init "
+    "panic=-1 loglevel=5"
+)
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def default_target_conf_path() -> Path:
+    return repo_root() / "target-configs" / "vboard.yml"
+
+
+@dataclass(frozen=True)
+class BoardSettings:
+    """The ``vboard:`` section of ``target-configs/vboard.yml`` (LISA ignores it)."""
+
+    sockets: int = 2
+    cores_per_socket: int = 2
+    memory_mb: int = 1024
+    accel: str = "tcg,thread=multi"
+    cpu: str = "max"
+    ssh_port: int = 0  # 0: pick a free loopback port at each boot
+    boot_timeout_s: int = 600
+
+    @classmethod
+    def from_yaml(cls, path: Path | None = None) -> "BoardSettings":
+        from ruamel.yaml import YAML
+
+        path = Path(path) if path else default_target_conf_path()
+        if not path.exists():
+            return cls()
+        # Round-trip loading keeps LISA's !call: tags as opaque values.
+        data = YAML(typ="rt").load(path.read_text()) or {}
+        section = data.get("vboard") or {}
+        known = {f.replace("_", "-"): f for f in cls.__dataclass_fields__}
+        values = {}
+        for key, value in section.items():
+            if key not in known:
+                raise SpecError(path, f"vboard.{key}", f"unknown setting; expected one of {sorted(known)}")
+            expected = type(getattr(cls(), known[key]))
+            if not isinstance(value, expected):
+                raise SpecError(path, f"vboard.{key}", f"expected {expected.__name__}, got {value!r}")
+            values[known[key]] = value
+        settings = cls(**values)
+        if settings.sockets < 2:
+            raise SpecError(path, "vboard.sockets", "at least 2 sockets are needed for two LLC domains")
+        return settings
+
+
+@dataclass(frozen=True)
+class RunningKernel:
+    """What the guest reports about the kernel it runs."""
+
+    release: str  # uname -r
+    version: str  # uname -v
+    boot_id: str
+    build_id: str | None  # GNU build id from /sys/kernel/notes
+    cmdline: str
+
+
+@dataclass
+class _State:
+    pid: int
+    ssh_port: int
+    kernel: str
+    cmdline: str
+    started_at: float
+    label: str = ""
+    deployed_by: str = "boot"
+    history: list = field(default_factory=list)
+
+
+def _parse_build_id(notes: bytes) -> str | None:
+    """The NT_GNU_BUILD_ID note of a raw ELF notes section (``/sys/kernel/notes``)."""
+    offset = 0
+    while offset + 12 <= len(notes):
+        namesz, descsz, ntype = (int.from_bytes(notes[offset + i:offset + i + 4], "little") for i in (0, 4, 8))
+        name_start = offset + 12
+        desc_start = name_start + ((namesz + 3) & ~3)
+        name = notes[name_start:name_start + namesz].rstrip(b"\0")
+        if name == b"GNU" and ntype == 3:
+            return notes[desc_start:desc_start + descsz].hex()
+        offset = desc_start + ((descsz + 3) & ~3)
+    return None
+
+
+class VirtualBoard:
+    """The QEMU board of one cache (``$LISA_EXT_CACHE/vboard``)."""
+
+    def __init__(self, settings: BoardSettings | None = None, run_dir: Path | None = None):
+        self.settings = settings or BoardSettings.from_yaml()
+        self.run_dir = Path(run_dir) if run_dir else rootfs.vboard_cache_dir() / "run"
+        self.pidfile = self.run_dir / "qemu.pid"
+        self.qmp_socket = self.run_dir / "qmp.sock"
+        self.serial_log = self.run_dir / "serial.log"
+        self.state_file = self.run_dir / "state.json"
+
+    # -- state --------------------------------------------------------------
+
+    def _load_state(self) -> _State | None:
+        if qemu.running_pid(self.pidfile) is None:
+            return None
+        try:
+            return _State(**json.loads(self.state_file.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _save_state(self, state: _State) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        os.replace(tmp, self.state_file)
+
+    def is_up(self) -> bool:
+        return self._load_state() is not None
+
+    def status(self) -> dict | None:
+        """The running board's state (pid, port, kernel, label, ...), or None when down."""
+        state = self._load_state()
+        if state is None:
+            return None
+        info = asdict(state)
+        info["serial_log"] = str(self.serial_log)
+        info["ssh_key"] = str(rootfs.ssh_key_path())
+        return info
+
+    def _require_state(self) -> _State:
+        state = self._load_state()
+        if state is None:
+            raise UserError("the virtual board is not running (start it with: lisa-ext vboard up)")
+        return state
+
+    @property
+    def port(self) -> int:
+        return self._require_state().ssh_port
+
+    # -- boot and stop ------------------------------------------------------
+
+    def kernel_cmdline(self, extra: str = "") -> str:
+        return f"{BASE_CMDLINE} {extra}".strip()
+
+    def up(
+        self,
+        kernel: Path,
+        *,
+        modules_dir: Path | None = None,
+        release: str | None = None,
+        load: Sequence[str] = (),
+        cmdline: str = "",
+        label: str = "",
+        fresh_rootfs: bool = True,
+    ) -> RunningKernel:
+        """Boot ``kernel`` (stopping a running board first) and wait for SSH.
+
+        ``modules_dir``/``release`` give the variant's staged modules; ``load``
+        the modules init loads at boot; ``cmdline`` is appended to the board's.
+        With ``fresh_rootfs=False`` a running board's disk is kept, as a real
+        board's is across a kernel switch (LISA's tools stay installed); its
+        SSH port is always kept, so open target configurations stay valid.
+        """
+        kernel = Path(kernel)
+        if not kernel.is_file():
+            raise UserError(f"{kernel}: no such kernel image")
+        previous = self._load_state()
+        self.down(keep_disk=not fresh_rootfs)
+        image = rootfs.ensure_rootfs()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        overlay = self.run_dir / "rootfs.qcow2"
+        if fresh_rootfs or previous is None or not overlay.exists():
+            rootfs.make_overlay(image.image, overlay)
+        modules_disk = None
+        if modules_dir is not None:
+            if not release:
+                raise UserError("a modules directory needs the kernel release it belongs to")
+            modules_disk = rootfs.make_modules_disk(Path(modules_dir), release, self.run_dir / "modules.ext4", load)
+        port = self.settings.ssh_port or (previous.ssh_port if previous else qemu.free_loopback_port())
+        machine = qemu.QemuMachine(
+            kernel=kernel.resolve(),
+            cmdline=self.kernel_cmdline(cmdline),
+            rootfs=overlay,
+            modules_disk=modules_disk,
+            ssh_port=port,
+            serial_log=self.serial_log,
+            pidfile=self.pidfile,
+            qmp_socket=self.qmp_socket,
+            sockets=self.settings.sockets,
+            cores_per_socket=self.settings.cores_per_socket,
+            memory_mb=self.settings.memory_mb,
+            accel=self.settings.accel,
+            cpu=self.settings.cpu,
+        )
+        started = time.time()
+        pid = qemu.launch(machine)
+        self._save_state(_State(pid=pid, ssh_port=port, kernel=str(kernel.resolve()),
+                                cmdline=machine.cmdline, started_at=started, label=label))
+        log.info("QEMU pid %d booting %s; SSH on 127.0.0.1:%d; serial log %s", pid, kernel, port, self.serial_log)
+        running = self.wait_for_ssh()
+        log.info("board up in %.1f s: %s %s", time.time() - started, running.release, running.version)
+        return running
+
+    def down(self, *, keep_disk: bool = False) -> bool:
+        """Power the guest off (sysrq), then make sure QEMU is gone. Returns whether it was up."""
+        state = self._load_state()
+        if state is None:
+            if qemu.running_pid(self.pidfile) is None:
+                return False
+            return qemu.terminate(self.pidfile, self.qmp_socket)
+        try:
+            # The guest has no init system to shut down: sync, remount read-only, power off.
+            self.run("sync; echo s > /proc/sysrq-trigger; echo u > /proc/sysrq-trigger; "
+                     "echo o > /proc/sysrq-trigger", check=False, timeout=20)
+        except (UserError, subprocess.TimeoutExpired):
+            pass
+        stopped = qemu.terminate(self.pidfile, self.qmp_socket, grace=15)
+        if not keep_disk:
+            (self.run_dir / "rootfs.qcow2").unlink(missing_ok=True)
+        (self.run_dir / "modules.ext4").unlink(missing_ok=True)
+        return stopped
+
+    def record_deploy(self, *, kernel: Path, cmdline: str, label: str, method: str) -> None:
+        """Note in the state that another kernel now runs (after a kexec)."""
+        state = self._require_state()
+        state.history.append({"kernel": state.kernel, "label": state.label, "deployed_by": state.deployed_by})
+        state.kernel, state.cmdline, state.label, state.deployed_by = str(kernel), cmdline, label, method
+        self._save_state(state)
+
+    # -- SSH ----------------------------------------------------------------
+
+    def ssh_base(self, *, tty: bool = False) -> list[str]:
+        state = self._require_state()
+        return [
+            "ssh", "-i", str(rootfs.ssh_key_path()), "-p", str(state.ssh_port),
+            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
+            "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=6",
+            "-t" if tty else "-T",
+            "root@127.0.0.1",
+        ]
+
+    def run(self, command: str, *, check: bool = True, timeout: float | None = 600,
+            input: bytes | None = None) -> subprocess.CompletedProcess:
+        """Run a shell command on the guest; returns the completed process (bytes output)."""
+        proc = subprocess.run(self.ssh_base() + [command], input=input, capture_output=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise UserError(
+                f"on the virtual board, {command!r} exited with {proc.returncode}: "
+                f"{proc.stderr.decode(errors='replace').strip()}"
+            )
+        return proc
+
+    def push(self, local: Path, remote: str) -> None:
+        """Copy one host file to the guest (streamed over SSH: no scp/sftp needed)."""
+        with open(local, "rb") as f:
+            proc = subprocess.run(self.ssh_base() + [f"cat > {shlex.quote(remote)}"], stdin=f,
+                                  capture_output=True, timeout=600)
+        if proc.returncode != 0:
+            raise UserError(f"copying {local} to the board failed: {proc.stderr.decode(errors='replace')}")
+
+    def pull(self, remote: str, local: Path) -> None:
+        with open(local, "wb") as f:
+            proc = subprocess.run(self.ssh_base() + [f"cat {shlex.quote(remote)}"], stdout=f,
+                                  stderr=subprocess.PIPE, timeout=600)
+        if proc.returncode != 0:
+            raise UserError(f"copying {remote} from the board failed: {proc.stderr.decode(errors='replace')}")
+
+    def running_kernel(self) -> RunningKernel:
+        out = self.run(
+            "uname -r; uname -v; cat /proc/sys/kernel/random/boot_id; cat /proc/cmdline; "
+            "od -An -v -tx1 /sys/kernel/notes 2>/dev/null | tr -d ' \\n'",
+            timeout=60,
+        ).stdout.decode(errors="replace").split("\n")
+        notes_hex = out[4].strip() if len(out) > 4 else ""
+        return RunningKernel(
+            release=out[0].strip(),
+            version=out[1].strip(),
+            boot_id=out[2].strip(),
+            cmdline=out[3].strip(),
+            build_id=_parse_build_id(bytes.fromhex(notes_hex)) if notes_hex else None,
+        )
+
+    def wait_for_ssh(self, *, timeout: float | None = None, not_boot_id: str | None = None) -> RunningKernel:
+        """Wait until the guest answers over SSH (with a boot id other than
+        ``not_boot_id``, to tell a rebooted kernel from the one before)."""
+        timeout = timeout or self.settings.boot_timeout_s
+        deadline = time.monotonic() + timeout
+        last_error = ""
+        while time.monotonic() < deadline:
+            if qemu.running_pid(self.pidfile) is None:
+                raise UserError(f"QEMU stopped while the board was booting:\n{self.serial_tail()}")
+            try:
+                running = self.running_kernel()
+                if running.boot_id and running.boot_id != not_boot_id:
+                    return running
+            except (UserError, subprocess.TimeoutExpired, IndexError, ValueError) as exc:
+                last_error = str(exc)
+            time.sleep(2)
+        raise UserError(
+            f"the board did not answer over SSH within {timeout:.0f} s ({last_error}); "
+            f"serial log {self.serial_log}:\n{self.serial_tail()}"
+        )
+
+    def serial_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.serial_log.read_text(errors="replace")
+        except OSError:
+            return "(no serial log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def ssh_port() -> int:
+    """SSH port of the running board (``!call:`` target for target-configs/vboard.yml)."""
+    return VirtualBoard().port
+
+
+def ssh_keyfile() -> str:
+    """Private key of this cache's board (``!call:`` target for target-configs/vboard.yml)."""
+    return str(rootfs.ssh_key_path())

@@ -1,0 +1,113 @@
+"""``lisa-ext vboard up|down|ssh|status``: the QEMU virtual board from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("vboard", help="manage the QEMU virtual board",
+                              description="Boot, reach and stop the QEMU TCG virtual board.")
+    sub = p.add_subparsers(dest="vboard_command", metavar="ACTION")
+    sub.required = True
+
+    up = sub.add_parser("up", help="boot the board with a kernel variant or a bzImage")
+    source = up.add_mutually_exclusive_group(required=True)
+    source.add_argument("--variant", type=Path, metavar="VARIANT.yml",
+                        help="kernel variant spec: built if needed, then booted and verified")
+    source.add_argument("--kernel", type=Path, metavar="bzImage", help="boot this kernel image as is")
+    up.add_argument("--modules", type=Path, metavar="DIR",
+                    help="with --kernel: staged modules tree (containing lib/modules/<release>)")
+    up.add_argument("--load", action="append", default=[], metavar="MODULE",
+                    help="with --kernel: module to load at boot (repeatable)")
+    up.add_argument("--cmdline", default="", help="with --kernel: appended to the board's kernel command line")
+    up.add_argument("--method", choices=("boot", "kexec"), default="boot",
+                    help="with --variant: restart QEMU (boot, default) or kexec into it on a running board")
+    up.add_argument("--config", type=Path, metavar="vboard.yml",
+                    help="board settings (default: target-configs/vboard.yml)")
+    up.set_defaults(func=_up)
+
+    down = sub.add_parser("down", help="power the board off")
+    down.set_defaults(func=_down)
+
+    ssh = sub.add_parser("ssh", help="open a shell on the board, or run CMD there")
+    ssh.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
+    ssh.set_defaults(func=_ssh)
+
+    status = sub.add_parser("status", help="is the board up, with which kernel")
+    status.add_argument("--json", action="store_true", help="print the state as JSON")
+    status.set_defaults(func=_status)
+
+
+def _board(config: Path | None = None):
+    from lisa_ext.vboard.board import BoardSettings, VirtualBoard
+
+    return VirtualBoard(BoardSettings.from_yaml(config))
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+
+
+def _release_of(modules: Path) -> str:
+    base = modules / "lib" / "modules"
+    releases = [d.name for d in base.iterdir() if d.is_dir()] if base.is_dir() else []
+    if len(releases) != 1:
+        raise UserError(f"{modules}: expected exactly one lib/modules/<release> directory, found {releases}")
+    return releases[0]
+
+
+def _up(args: argparse.Namespace) -> int:
+    _log_to_stderr()
+    board = _board(args.config)
+    if args.variant is not None:
+        from lisa_ext.kernel.deploy import deploy_variant
+
+        provenance = deploy_variant(board, args.variant, method=args.method)
+        print(json.dumps(provenance, indent=2, default=str))
+        return 0
+    if args.method != "boot":
+        raise UserError("--method kexec needs --variant (the running board must verify what it switches to)")
+    release = _release_of(args.modules) if args.modules else None
+    running = board.up(args.kernel, modules_dir=args.modules, release=release, load=args.load,
+                       cmdline=args.cmdline, label=args.kernel.name)
+    print(f"board up: {running.release} {running.version}; SSH port {board.port}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    _log_to_stderr()
+    print("board stopped" if _board().down() else "board was not running")
+    return 0
+
+
+def _ssh(args: argparse.Namespace) -> int:
+    board = _board()
+    cmd = args.cmd
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    argv = board.ssh_base(tty=not cmd and sys.stdin.isatty()) + ([" ".join(cmd)] if cmd else [])
+    sys.stdout.flush()
+    os.execvp(argv[0], argv)
+    return 127  # not reached
+
+
+def _status(args: argparse.Namespace) -> int:
+    info = _board().status()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    elif info is None:
+        print("down")
+    else:
+        print(f"up: pid {info['pid']}, SSH 127.0.0.1:{info['ssh_port']}, kernel {info['kernel']}"
+              f" ({info['label'] or 'unlabelled'}, {info['deployed_by']})")
+    return 0 if info is not None else 3

@@ -1,0 +1,181 @@
+"""Launch and stop the board's ``qemu-system-x86_64`` process.
+
+The guest is a q35 machine under TCG (no KVM needed) with 4 vCPUs laid out as
+2 sockets x 2 cores: each socket has its own emulated L3, so the guest kernel
+builds two LLC scheduling domains and workqueue affinity scopes (``cpu``,
+``smt``, ``cache``, ``numa``, ``system``) really differ. Networking is QEMU's
+user-mode stack with ``restrict=on`` (the guest cannot reach anything beyond
+QEMU) and one forward: guest port 22 to a loopback port on the host.
+
+QEMU daemonises itself, writes a pidfile and keeps a QMP socket, so any later
+``lisa-ext`` process can query or stop it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+
+__all__ = [
+    "QemuMachine",
+    "qemu_command",
+    "launch",
+    "running_pid",
+    "qmp_execute",
+    "terminate",
+    "free_loopback_port",
+]
+
+QEMU = "qemu-system-x86_64"
+
+
+@dataclass(frozen=True)
+class QemuMachine:
+    """Everything QEMU needs for one boot of the board."""
+
+    kernel: Path
+    cmdline: str
+    rootfs: Path  # qcow2 overlay of the cached image
+    modules_disk: Path | None
+    ssh_port: int
+    serial_log: Path
+    pidfile: Path
+    qmp_socket: Path
+    sockets: int = 2
+    cores_per_socket: int = 2
+    memory_mb: int = 1024
+    accel: str = "tcg,thread=multi"
+    cpu: str = "max"
+
+    @property
+    def vcpus(self) -> int:
+        return self.sockets * self.cores_per_socket
+
+
+def qemu_command(machine: QemuMachine) -> list[str]:
+    cmd = [
+        QEMU,
+        "-machine", "q35",
+        "-accel", machine.accel,
+        "-cpu", machine.cpu,
+        "-smp", f"{machine.vcpus},sockets={machine.sockets},cores={machine.cores_per_socket},threads=1",
+        "-m", str(machine.memory_mb),
+        "-nodefaults", "-no-user-config", "-display", "none", "-vga", "none",
+        # A guest reboot or panic ends QEMU instead of looping (kexec does not reset).
+        "-no-reboot",
+        "-kernel", str(machine.kernel),
+        "-append", machine.cmdline,
+        "-drive", f"file={machine.rootfs},if=virtio,format=qcow2,cache=unsafe",
+        "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{machine.ssh_port}-:22",
+        "-device", "virtio-net-pci,netdev=net0",
+        "-chardev", f"file,id=serial0,path={machine.serial_log}",
+        "-serial", "chardev:serial0",
+        "-qmp", f"unix:{machine.qmp_socket},server=on,wait=off",
+        "-pidfile", str(machine.pidfile),
+        "-daemonize",
+    ]
+    if machine.modules_disk is not None:
+        cmd[cmd.index("-netdev"):cmd.index("-netdev")] = [
+            "-drive", f"file={machine.modules_disk},if=virtio,format=raw,readonly=on",
+        ]
+    return cmd
+
+
+def free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (QEMU binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def running_pid(pidfile: Path) -> int | None:
+    """PID of the QEMU named in ``pidfile`` if that process still is QEMU, else None."""
+    try:
+        pid = int(Path(pidfile).read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if QEMU.encode() in cmdline.split(b"\0")[0] else None
+
+
+def launch(machine: QemuMachine) -> int:
+    """Start QEMU in the background; return its PID once it has daemonised."""
+    machine.pidfile.unlink(missing_ok=True)
+    machine.qmp_socket.unlink(missing_ok=True)
+    machine.serial_log.write_text("")
+    try:
+        proc = subprocess.run(qemu_command(machine), capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise UserError(f"{QEMU} not found (run: bash scripts/install-system-packages.sh)") from None
+    if proc.returncode != 0:
+        raise UserError(f"{QEMU} failed to start: {proc.stderr.strip() or proc.stdout.strip()}")
+    pid = running_pid(machine.pidfile)
+    if pid is None:
+        raise UserError(f"{QEMU} exited right after starting; serial log: {machine.serial_log}")
+    return pid
+
+
+def qmp_execute(qmp_socket: Path, command: str, timeout: float = 10.0) -> dict:
+    """Run one QMP command and return its reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(qmp_socket))
+        stream = s.makefile("rw")
+        json.loads(stream.readline())  # greeting
+        for execute in ("qmp_capabilities", command):
+            stream.write(json.dumps({"execute": execute}) + "\n")
+            stream.flush()
+            while True:
+                line = stream.readline()
+                if not line:
+                    return {}
+                reply = json.loads(line)
+                if "event" not in reply:
+                    break
+        return reply
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def terminate(pidfile: Path, qmp_socket: Path, *, grace: float = 0.0) -> bool:
+    """Stop the QEMU of ``pidfile``: wait ``grace`` seconds for the guest to power
+    off by itself, then QMP ``quit``, then SIGTERM, then SIGKILL.
+
+    Returns whether a QEMU was running.
+    """
+    pid = running_pid(pidfile)
+    if pid is None:
+        return False
+    if grace and _wait_exit(pid, grace):
+        return True
+    try:
+        qmp_execute(qmp_socket, "quit")
+    except OSError:
+        pass
+    if _wait_exit(pid, 10):
+        return True
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        if _wait_exit(pid, 5):
+            return True
+    raise UserError(f"QEMU (pid {pid}) did not stop")

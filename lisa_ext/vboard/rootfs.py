@@ -1,0 +1,318 @@
+"""Disks of the virtual board: the cached Debian rootfs and a per-boot modules disk.
+
+The rootfs is built once per cache with ``debootstrap`` (Debian bookworm, minbase
+plus the tools a study runs: sshd, trace-cmd, rt-app, fio, kexec-tools, ...),
+then packed into an ext4 image with ``mkfs.ext4 -d``, which needs no loop mount.
+Every boot runs on a throw-away qcow2 overlay of that image, so the cached image
+never changes and a crashed guest leaves nothing behind.
+
+A kernel variant's modules travel on a second, small ext4 disk made per boot
+from the variant's staged ``lib/modules/<release>`` tree; the guest's init
+(``init.sh`` beside this module) links it into ``/lib/modules`` and loads the
+modules named in ``<release>/lisa-ext.load`` (the platform-emulation drivers).
+
+Cache layout, under ``$LISA_EXT_CACHE/vboard`` (default ``~/.cache/lisa-ext``)::
+
+    debootstrap-<key>/    the unpacked Debian system (reused when only our files change)
+    rootfs-<key>.ext4     the packed image booted by QEMU
+    ssh/id_ed25519[.pub]  the key pair authorised for root in the guest
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from lisa_ext.errors import UserError
+
+__all__ = [
+    "ROOTFS_PACKAGES",
+    "MODULES_LOAD_FILE",
+    "Rootfs",
+    "cache_root",
+    "vboard_cache_dir",
+    "ssh_key_path",
+    "ensure_ssh_key",
+    "ensure_rootfs",
+    "make_overlay",
+    "make_modules_disk",
+    "find_release_dir",
+]
+
+log = logging.getLogger(__name__)
+
+SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+#: Debian packages added to minbase. tini reaps orphans as PID 1 (there is no systemd).
+ROOTFS_PACKAGES: tuple[str, ...] = (
+    "openssh-server",
+    "trace-cmd",
+    "fio",
+    "rt-app",
+    "kexec-tools",
+    "kmod",
+    "iproute2",
+    "procps",
+    "tini",
+)
+
+#: File inside ``lib/modules/<release>/`` listing the modules init loads, one per line.
+MODULES_LOAD_FILE = "lisa-ext.load"
+
+#: Free space left in the image for traces and workload files, on top of the system.
+_IMAGE_HEADROOM = 768 * 1024 * 1024
+
+_SSHD_CONFIG = """\
+# lisa-ext virtual board: root logs in with the cache's key only
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+MaxSessions 64
+MaxStartups 64
+"""
+
+
+def cache_root() -> Path:
+    """``$LISA_EXT_CACHE``, else ``~/.cache/lisa-ext``."""
+    env = os.environ.get("LISA_EXT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lisa-ext"
+
+
+def vboard_cache_dir() -> Path:
+    return cache_root() / "vboard"
+
+
+def ssh_key_path() -> Path:
+    """Private key authorised for root on the board (LISA's ``keyfile``)."""
+    return vboard_cache_dir() / "ssh" / "id_ed25519"
+
+
+@dataclass(frozen=True)
+class Rootfs:
+    """A packed rootfs image ready to boot, and the key that logs into it."""
+
+    image: Path
+    ssh_key: Path
+    key: str
+
+
+def _run(cmd: Sequence[str], *, what: str, log_file: Path | None = None, **kwargs) -> None:
+    """Run a host tool; on failure raise a UserError quoting the end of its output."""
+    if shutil.which(cmd[0]) is None:
+        raise UserError(f"{what}: {cmd[0]} not found (run: bash scripts/install-system-packages.sh)")
+    if log_file is None:
+        proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+        output = proc.stdout + proc.stderr
+    else:
+        with open(log_file, "w") as out:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, **kwargs)
+        output = log_file.read_text(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        where = f" (full log: {log_file})" if log_file else ""
+        raise UserError(f"{what} failed with exit code {proc.returncode}{where}:\n{tail}")
+
+
+@contextlib.contextmanager
+def _cache_lock(directory: Path) -> Iterator[None]:
+    """Serialise builders sharing one cache (a test run and a CLI call, say)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def ensure_ssh_key() -> Path:
+    """Create the cache's SSH key pair once; return the private key path."""
+    key = ssh_key_path()
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        tmp = key.with_name(key.name + ".tmp")
+        for stale in (tmp, tmp.with_name(tmp.name + ".pub")):
+            stale.unlink(missing_ok=True)
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "lisa-ext-vboard", "-f", str(tmp)],
+             what="ssh-keygen")
+        os.replace(tmp.with_name(tmp.name + ".pub"), key.with_name(key.name + ".pub"))
+        os.replace(tmp, key)
+    key.chmod(0o600)
+    return key
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:12]
+
+
+def _init_script() -> bytes:
+    return resources.files("lisa_ext.vboard").joinpath("init.sh").read_bytes()
+
+
+def _unmount_below(path: Path) -> None:
+    """Undo mounts a failed debootstrap left inside its target (proc, sys)."""
+    prefix = str(path.resolve()) + "/"
+    with open("/proc/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False)
+
+
+def _debootstrap(stage: Path, mirror: str) -> None:
+    if os.geteuid() != 0:
+        raise UserError("building the virtual board's rootfs needs root (debootstrap, file ownership)")
+    tmp = stage.with_name(stage.name + ".partial")
+    if tmp.exists():
+        _unmount_below(tmp)
+        shutil.rmtree(tmp)
+    log_file = stage.parent / "debootstrap.log"
+    log.info("debootstrap %s into %s (a few minutes, once per cache; log: %s)", SUITE, stage, log_file)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        _run(["debootstrap", "--variant=minbase", "--include=" + ",".join(ROOTFS_PACKAGES),
+              SUITE, str(tmp), mirror], what="debootstrap", log_file=log_file, env=env)
+    finally:
+        _unmount_below(tmp)
+    # Package archives, indices and documentation are not needed on the board:
+    # a smaller image packs and boots faster.
+    for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for entry in (tmp / junk).glob("*"):
+            if entry.is_file():
+                entry.unlink()
+    for docs in ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale"):
+        shutil.rmtree(tmp / docs, ignore_errors=True)
+    os.replace(tmp, stage)
+
+
+def _configure(stage: Path, public_key: bytes) -> None:
+    """Write lisa-ext's own files into the unpacked system (idempotent)."""
+    init = stage / "sbin" / "lisa-ext-init"
+    init.write_bytes(_init_script())
+    init.chmod(0o755)
+    ssh_dir = stage / "root" / ".ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    (ssh_dir / "authorized_keys").write_bytes(public_key)
+    (ssh_dir / "authorized_keys").chmod(0o600)
+    sshd_conf = stage / "etc" / "ssh" / "sshd_config.d" / "lisa-ext.conf"
+    sshd_conf.parent.mkdir(parents=True, exist_ok=True)
+    sshd_conf.write_text(_SSHD_CONFIG)
+    (stage / "etc" / "hostname").write_text("vboard\n")
+    (stage / "etc" / "hosts").write_text("127.0.0.1 localhost\n127.0.1.1 vboard\n")
+    (stage / "etc" / "fstab").write_text("/dev/vda / ext4 rw,relatime 0 1\n")
+
+
+def _tree_size(path: Path) -> int:
+    out = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def _mkfs_from_dir(source: Path, image: Path, *, label: str, headroom: int) -> None:
+    """Pack a directory into a fresh sparse ext4 image with ``mkfs.ext4 -d``."""
+    size = int(_tree_size(source) * 1.3) + headroom
+    size = (size // (1024 * 1024) + 1) * 1024 * 1024
+    image.unlink(missing_ok=True)
+    with open(image, "wb") as f:
+        f.truncate(size)
+    _run(["mkfs.ext4", "-q", "-F", "-L", label, "-E", "root_owner=0:0", "-d", str(source), str(image)],
+         what=f"mkfs.ext4 -d {source}")
+
+
+def ensure_rootfs(*, mirror: str | None = None) -> Rootfs:
+    """Return the cached rootfs image, building what is missing.
+
+    The debootstrap tree is keyed by the suite and package list, the image by
+    that plus lisa-ext's own files (init, sshd config, authorised key), so
+    changing the init script repacks the image in seconds without a new
+    debootstrap.
+    """
+    mirror = mirror or os.environ.get("LISA_EXT_DEBIAN_MIRROR") or DEFAULT_MIRROR
+    cache = vboard_cache_dir()
+    with _cache_lock(cache):
+        key_path = ensure_ssh_key()
+        public_key = key_path.with_name(key_path.name + ".pub").read_bytes()
+        stage_key = _digest(SUITE, "minbase", *ROOTFS_PACKAGES)
+        stage = cache / f"debootstrap-{stage_key}"
+        image_key = _digest(stage_key, _init_script(), _SSHD_CONFIG, public_key)
+        image = cache / f"rootfs-{image_key}.ext4"
+        if image.exists():
+            return Rootfs(image=image, ssh_key=key_path, key=image_key)
+        if not stage.exists():
+            _debootstrap(stage, mirror)
+        _configure(stage, public_key)
+        tmp = image.with_name(image.name + ".partial")
+        log.info("packing %s", image)
+        _mkfs_from_dir(stage, tmp, label="lisa-rootfs", headroom=_IMAGE_HEADROOM)
+        os.replace(tmp, image)
+        for old in cache.glob("rootfs-*.ext4"):
+            if old != image:
+                old.unlink()
+        for old in cache.glob("debootstrap-*"):
+            if old != stage and not old.name.endswith(".partial"):
+                shutil.rmtree(old, ignore_errors=True)
+        return Rootfs(image=image, ssh_key=key_path, key=image_key)
+
+
+def make_overlay(base: Path, dest: Path) -> Path:
+    """A qcow2 copy-on-write overlay of ``base``: the guest writes there, never to the cache."""
+    dest.unlink(missing_ok=True)
+    _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(base.resolve()), str(dest)],
+         what="qemu-img create")
+    return dest
+
+
+def find_release_dir(modules_dir: Path, release: str) -> Path:
+    """Locate ``<release>/`` in a staged modules tree, whichever level it is given at."""
+    modules_dir = Path(modules_dir)
+    for candidate in (
+        modules_dir / "lib" / "modules" / release,
+        modules_dir / "modules" / release,
+        modules_dir / release,
+        modules_dir,
+    ):
+        if candidate.name == release and candidate.is_dir():
+            return candidate
+    raise UserError(f"{modules_dir}: no lib/modules/{release} directory in the staged modules")
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def make_modules_disk(modules_dir: Path, release: str, dest: Path, load: Sequence[str] = ()) -> Path:
+    """Pack a variant's ``lib/modules/<release>`` into a small ext4 disk for one boot.
+
+    ``load`` names the modules the guest's init loads at boot, in order; each
+    entry may carry module parameters (``"name param=value"``).
+    """
+    release_dir = find_release_dir(modules_dir, release)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".modules-") as tmp:
+        staged = Path(tmp) / release
+        # Hard links: the staging copy costs nothing and never alters the build cache.
+        shutil.copytree(release_dir, staged, symlinks=True, copy_function=_link_or_copy)
+        for link in ("build", "source"):
+            if (staged / link).is_symlink():
+                (staged / link).unlink()
+        load_file = staged / MODULES_LOAD_FILE
+        load_file.unlink(missing_ok=True)
+        load_file.write_text("".join(f"{entry}\n" for entry in load))
+        _mkfs_from_dir(Path(tmp), dest, label="lisa-modules", headroom=8 * 1024 * 1024)
+    return dest
