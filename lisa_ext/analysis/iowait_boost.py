@@ -1,0 +1,376 @@
+"""Frequency behaviour of IO-bound tasks, for studies of iowait boosting.
+
+Mirrors what kernel/sched/cpufreq_schedutil.c (``sugov_iowait_boost()``)
+reacts to: tasks waking from an IO sleep. The sources, all optional except
+``sched_switch``:
+
+* ``sched_stat_iowait`` (include/trace/events/sched.h, CONFIG_SCHEDSTATS):
+  ``pid``, ``delay`` (ns) of each iowait sleep. Without it, iowait sleeps are
+  approximated by uninterruptible (D) sleeps: a ``sched_switch`` out with
+  ``prev_state & TASK_UNINTERRUPTIBLE`` (0x2, excluding TASK_NOLOAD 0x400
+  idle waits of old kernels) up to the task's next switch-in, run-queue wait
+  included.
+* ``cpu_frequency`` (include/trace/events/power.h): the frequency (kHz) of
+  ``cpu_id`` from the event on; before a CPU's first event it is unknown.
+* ``sugov_set_iowait_boost``: an Android-kernel event, kept as a timeline.
+* ``block_rq_issue`` / ``block_rq_complete`` (include/trace/events/block.h):
+  a completion pairs with the latest unpaired issue of the same device and
+  sector; completions issued before the trace started are left out.
+
+Running time is counted between consecutive ``sched_switch`` events of a CPU;
+the slice still running at the CPU's last ``sched_switch`` is not counted.
+"""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+
+from lisa_ext import compat
+from lisa_ext.analysis._frames import event_times, has_event, int_column
+from lisa_ext.errors import UserError
+
+_base = compat.import_lisa("lisa.analysis.base")
+_trace = compat.import_lisa("lisa.trace")
+TraceAnalysisBase = _base.TraceAnalysisBase
+requires_events = _trace.requires_events
+may_use_events = _trace.may_use_events
+
+__all__ = ["IowaitBoostAnalysis", "TASK_COLUMNS", "DEVICE_COLUMNS", "format_dev"]
+
+TASK_UNINTERRUPTIBLE = 0x2
+TASK_NOLOAD = 0x400
+
+#: Columns of :meth:`IowaitBoostAnalysis.df_task_iowait`.
+TASK_COLUMNS = ("comm", "iowait_count", "iowait_delay_s", "runtime_s", "mean_freq_running_khz")
+#: Columns of :meth:`IowaitBoostAnalysis.df_device_io`.
+DEVICE_COLUMNS = ("requests", "iops", "service_p50", "service_p90", "service_p99")
+
+
+def format_dev(dev: int) -> str:
+    """``dev_t`` as the block tracepoints print it (``MAJOR,MINOR``; MINORBITS = 20)."""
+    return f"{int(dev) >> 20},{int(dev) & 0xFFFFF}"
+
+
+class _FrequencySteps:
+    """Piecewise-constant frequency of each CPU with O(log n) interval means."""
+
+    def __init__(self, df: pd.DataFrame | None):
+        self.steps: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if df is None or not len(df):
+            return
+        time, cpu, freq = event_times(df), int_column(df, "cpu_id"), int_column(df, "state")
+        for c in np.unique(cpu):
+            sel = cpu == c
+            t, f = time[sel], freq[sel].astype(float)
+            area = np.concatenate([[0.0], np.cumsum(f[:-1] * np.diff(t))])
+            self.steps[int(c)] = (t, f, area)
+
+    def integrate(self, cpu: int, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(∫ freq dt, known seconds) over each [start, end) on ``cpu``."""
+        start, end = np.asarray(start, float), np.asarray(end, float)
+        if cpu not in self.steps:
+            return np.zeros(len(start)), np.zeros(len(start))
+        t, f, area = self.steps[cpu]
+        a, b = np.maximum(start, t[0]), np.maximum(end, t[0])
+
+        def cumulative(x):
+            k = np.searchsorted(t, x, side="right") - 1
+            return area[k] + f[k] * (x - t[k])
+
+        return cumulative(b) - cumulative(a), b - a
+
+    def freq_at(self, cpu: int, x: np.ndarray) -> np.ndarray:
+        t, f, _ = self.steps[cpu]
+        k = np.searchsorted(t, x, side="right") - 1
+        return np.where(k >= 0, f[np.maximum(k, 0)], np.nan)
+
+
+class IowaitBoostAnalysis(TraceAnalysisBase):
+    """IO sleeps, running time and CPU frequency of tasks; block device service times.
+
+    :param trace: input Trace object
+    :type trace: lisa.trace.Trace
+    """
+
+    name = "iowait_boost"
+
+    def _frequency(self) -> _FrequencySteps:
+        if has_event(self.trace, "cpu_frequency"):
+            return _FrequencySteps(self.trace.df_event("cpu_frequency"))
+        return _FrequencySteps(None)
+
+    @TraceAnalysisBase.cache
+    @requires_events("sched_switch")
+    def df_running_slices(self) -> pd.DataFrame:
+        """Who ran when, indexed by slice start (s): ``cpu``, ``pid``, ``comm``
+        (the switched-in task, idle is pid 0), ``duration`` (s) up to the CPU's
+        next ``sched_switch``; the last slice of each CPU is left out."""
+        df = self.trace.df_event("sched_switch")
+        time, cpu = event_times(df), int_column(df, "__cpu")
+        order = np.lexsort((np.arange(len(df)), cpu))
+        time, cpu = time[order], cpu[order]
+        has_next = np.zeros(len(df), dtype=bool)
+        has_next[:-1] = cpu[1:] == cpu[:-1]
+        nxt = np.minimum(np.arange(1, len(df) + 1), max(len(df) - 1, 0))
+        keep = order[has_next]
+        out = pd.DataFrame(
+            {
+                "cpu": cpu[has_next],
+                "pid": int_column(df, "next_pid")[keep],
+                "comm": np.asarray(df["next_comm"].iloc[keep].to_numpy(), dtype=object),
+                "duration": (time[nxt] - time)[has_next],
+            },
+            index=pd.Index(time[has_next], name="Time"),
+        )
+        return out.sort_index(kind="stable")
+
+    @TraceAnalysisBase.cache
+    @requires_events("sched_switch")
+    @may_use_events("sched_stat_iowait")
+    def df_iowait_sleeps(self) -> pd.DataFrame:
+        """One row per IO sleep, indexed by its end (s): ``pid``, ``delay`` (s),
+        ``source`` (``"sched_stat_iowait"`` or ``"d_state"``, see module doc)."""
+        if has_event(self.trace, "sched_stat_iowait"):
+            df = self.trace.df_event("sched_stat_iowait")
+            return pd.DataFrame(
+                {
+                    "pid": int_column(df, "pid"),
+                    "delay": int_column(df, "delay") / 1e9,
+                    "source": "sched_stat_iowait",
+                },
+                index=pd.Index(event_times(df), name="Time"),
+            )
+        sleeps = self.df_sleeps()
+        d = sleeps[sleeps["d_state"]]
+        return pd.DataFrame(
+            {"pid": d["pid"].to_numpy(), "delay": d["delay"].to_numpy(), "source": "d_state"},
+            index=pd.Index(d.index.to_numpy(), name="Time"),
+        )
+
+    @TraceAnalysisBase.cache
+    @requires_events("sched_switch")
+    def df_sleeps(self) -> pd.DataFrame:
+        """Every sleep (switch-out not preempted) to the next switch-in of the
+        task, indexed by the switch-in: ``pid``, ``cpu`` (switched in on),
+        ``delay`` (s), ``d_state`` (bool)."""
+        df = self.trace.df_event("sched_switch")
+        time = event_times(df)
+        state = int_column(df, "prev_state")
+        n = len(df)
+        pid = np.concatenate([int_column(df, "prev_pid"), int_column(df, "next_pid")])
+        t = np.concatenate([time, time])
+        is_in = np.r_[np.zeros(n, bool), np.ones(n, bool)]
+        src = np.r_[np.arange(n), np.arange(n)]
+        order = np.lexsort((is_in, t, pid))
+        pid, t, is_in, src = pid[order], t[order], is_in[order], src[order]
+        pair = np.zeros(len(pid), dtype=bool)
+        pair[:-1] = (~is_in[:-1]) & is_in[1:] & (pid[:-1] == pid[1:]) & (pid[:-1] != 0)
+        o = np.flatnonzero(pair)
+        out_state = state[src[o]]
+        slept = (out_state & 0xFF) != 0  # 0 = TASK_RUNNING (preempted); 0x100+ preempt markers
+        o = o[slept]
+        out_state = out_state[slept]
+        return pd.DataFrame(
+            {
+                "pid": pid[o],
+                "cpu": int_column(df, "__cpu")[src[o + 1]],
+                "delay": t[o + 1] - t[o],
+                "d_state": ((out_state & TASK_UNINTERRUPTIBLE) != 0) & ((out_state & TASK_NOLOAD) == 0),
+            },
+            index=pd.Index(t[o + 1], name="Time"),
+        ).sort_index(kind="stable")
+
+    @df_running_slices.used_events
+    @may_use_events("cpu_frequency")
+    def df_task_iowait(self) -> pd.DataFrame:
+        """Per task (index ``pid``, idle excluded): ``comm`` (last switched-in
+        name), ``iowait_count``, ``iowait_delay_s``, ``runtime_s``,
+        ``mean_freq_running_khz`` (time-weighted over the part of its running
+        time where the CPU frequency is known; NaN if none)."""
+        slices = self.df_running_slices()
+        slices = slices[slices["pid"] != 0]
+        freq = self._frequency()
+        integral = np.zeros(len(slices))
+        known = np.zeros(len(slices))
+        start = slices.index.to_numpy()
+        end = start + slices["duration"].to_numpy()
+        cpu = slices["cpu"].to_numpy()
+        for c in np.unique(cpu):
+            sel = cpu == c
+            integral[sel], known[sel] = freq.integrate(int(c), start[sel], end[sel])
+        per = pd.DataFrame({"pid": slices["pid"].to_numpy(), "runtime": slices["duration"].to_numpy(), "integral": integral, "known": known})
+        g = per.groupby("pid", sort=True)
+        tasks = pd.DataFrame({"runtime_s": g["runtime"].sum(), "known": g["known"].sum(), "integral": g["integral"].sum()})
+        tasks["comm"] = slices.groupby("pid", sort=True)["comm"].last()
+        sleeps = self.df_iowait_sleeps()
+        sg = sleeps.groupby("pid")
+        tasks = tasks.join(pd.DataFrame({"iowait_count": sg.size(), "iowait_delay_s": sg["delay"].sum()}), how="outer")
+        tasks = tasks[tasks.index != 0]
+        tasks["iowait_count"] = tasks["iowait_count"].fillna(0).astype(int)
+        tasks["iowait_delay_s"] = tasks["iowait_delay_s"].fillna(0.0)
+        tasks["runtime_s"] = tasks["runtime_s"].fillna(0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tasks["mean_freq_running_khz"] = np.where(tasks["known"] > 0, tasks["integral"] / tasks["known"], np.nan)
+        tasks.index.name = "pid"
+        return tasks[list(TASK_COLUMNS)]
+
+    @df_running_slices.used_events
+    @requires_events("cpu_frequency")
+    def df_wakeup_frequency(self, window_ms: float = 4.0) -> pd.DataFrame:
+        """Per wakeup (a switch-in ending a sleep), indexed by the switch-in:
+        ``pid``, ``cpu``, ``after_iowait`` (the sleep was D-state),
+        ``mean_freq_khz`` of that CPU over the next ``window_ms`` (NaN where unknown)."""
+        sleeps = self.df_sleeps()
+        freq = self._frequency()
+        start = sleeps.index.to_numpy()
+        mean = np.full(len(sleeps), np.nan)
+        cpu = sleeps["cpu"].to_numpy()
+        for c in np.unique(cpu):
+            sel = cpu == c
+            integral, known = freq.integrate(int(c), start[sel], start[sel] + window_ms / 1e3)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mean[sel] = np.where(known > 0, integral / known, np.nan)
+        return pd.DataFrame(
+            {"pid": sleeps["pid"].to_numpy(), "cpu": cpu, "after_iowait": sleeps["d_state"].to_numpy(), "mean_freq_khz": mean},
+            index=sleeps.index,
+        )
+
+    @df_wakeup_frequency.used_events
+    def df_wakeup_frequency_summary(self, window_ms: float = 4.0) -> pd.DataFrame:
+        """Wakeups after IO sleeps vs other wakeups (index ``after_iowait``):
+        ``wakeups`` and ``mean_freq_khz`` (mean of the per-wakeup means)."""
+        df = self.df_wakeup_frequency(window_ms=window_ms)
+        g = df.groupby("after_iowait")
+        return pd.DataFrame({"wakeups": g.size(), "mean_freq_khz": g["mean_freq_khz"].mean()})
+
+    @df_running_slices.used_events
+    @requires_events("cpu_frequency")
+    def df_frequency_residency(self, pids: list[int] | None = None) -> pd.DataFrame:
+        """Seconds each CPU spent at each frequency while an IO task ran on it
+        (``inside``) and otherwise (``outside``); index (``cpu``, ``freq_khz``).
+        IO tasks: ``pids``, by default every task with an IO sleep. Time runs
+        from a CPU's first ``cpu_frequency`` event to the last ``sched_switch``
+        or ``cpu_frequency`` event of the trace."""
+        freq = self._frequency()
+        slices = self.df_running_slices()
+        if pids is None:
+            pids = self.df_iowait_sleeps()["pid"].unique().tolist()
+        io = slices[slices["pid"].isin(pids) & (slices["pid"] != 0)]
+        switch_end = float(self.trace.df_event("sched_switch").index.max())
+        end = max(switch_end, max((float(t[-1]) for t, _, _ in freq.steps.values()), default=switch_end))
+        rows = []
+        for c, (t, f, _) in freq.steps.items():
+            on = io[io["cpu"] == c]
+            s_start = on.index.to_numpy()
+            s_end = s_start + on["duration"].to_numpy()
+            cuts = np.unique(np.concatenate([t, s_start, s_end, [end]]))
+            cuts = cuts[(cuts >= t[0]) & (cuts <= end)]
+            if len(cuts) < 2:
+                continue
+            left, width = cuts[:-1], np.diff(cuts)
+            level = freq.freq_at(c, left)
+            k = np.searchsorted(s_start, left, side="right") - 1
+            inside = (k >= 0) & (left < np.where(k >= 0, s_end[np.maximum(k, 0)], -np.inf)) if len(s_start) else np.zeros(len(left), bool)
+            part = pd.DataFrame({"freq_khz": level.astype(np.int64), "inside": np.where(inside, width, 0.0), "outside": np.where(inside, 0.0, width)})
+            summed = part.groupby("freq_khz").sum()
+            summed.insert(0, "cpu", c)
+            rows.append(summed.reset_index())
+        if not rows:
+            return pd.DataFrame(columns=["cpu", "freq_khz", "inside", "outside"]).set_index(["cpu", "freq_khz"])
+        return pd.concat(rows).set_index(["cpu", "freq_khz"]).sort_index()
+
+    @requires_events("sugov_set_iowait_boost")
+    def df_iowait_boost_events(self) -> pd.DataFrame:
+        """The ``sugov_set_iowait_boost`` timeline (Android kernels), indexed by
+        time: ``cpu`` plus the event's own fields as the loader decoded them."""
+        df = self.trace.df_event("sugov_set_iowait_boost")
+        out = df.drop(columns=[c for c in ("__comm", "__pid") if c in df.columns]).rename(columns={"__cpu": "cpu"})
+        out.index.name = "Time"
+        return out
+
+    @TraceAnalysisBase.cache
+    @requires_events("block_rq_issue", "block_rq_complete")
+    def df_block_requests(self) -> pd.DataFrame:
+        """Completed block requests, indexed by issue time (s): ``dev``
+        (``"MAJ,MIN"``), ``sector``, ``nr_sector``, ``rwbs``, ``service``
+        (seconds from issue to completion)."""
+        issue = self.trace.df_event("block_rq_issue")
+        done = self.trace.df_event("block_rq_complete")
+        ni, nc = len(issue), len(done)
+        dev = np.r_[int_column(issue, "dev"), int_column(done, "dev")]
+        sector = np.r_[int_column(issue, "sector"), int_column(done, "sector")]
+        t = np.r_[event_times(issue), event_times(done)]
+        is_done = np.r_[np.zeros(ni, bool), np.ones(nc, bool)]
+        src = np.r_[np.arange(ni), np.arange(nc)]
+        order = np.lexsort((is_done, t, sector, dev))
+        dev, sector, t, is_done, src = dev[order], sector[order], t[order], is_done[order], src[order]
+        pair = np.zeros(len(t), dtype=bool)
+        pair[:-1] = (~is_done[:-1]) & is_done[1:] & (dev[:-1] == dev[1:]) & (sector[:-1] == sector[1:])
+        i = np.flatnonzero(pair)
+        rows = src[i]
+        return pd.DataFrame(
+            {
+                "dev": pd.Series(dev[i]).map({d: format_dev(d) for d in np.unique(dev[i])}).to_numpy(dtype=object),
+                "sector": sector[i],
+                "nr_sector": int_column(issue, "nr_sector")[rows],
+                "rwbs": issue["rwbs"].astype(str).to_numpy()[rows],
+                "service": t[i + 1] - t[i],
+            },
+            index=pd.Index(t[i], name="Time"),
+        ).sort_index(kind="stable")
+
+    @df_block_requests.used_events
+    def df_device_io(self) -> pd.DataFrame:
+        """Per device (index ``dev``): ``requests`` (paired completions),
+        ``iops`` (``block_rq_complete`` events of the device over the time from
+        its first to its last completion), ``service_p50/p90/p99`` (s)."""
+        reqs = self.df_block_requests()
+        done = self.trace.df_event("block_rq_complete")
+        done_dev = int_column(done, "dev")
+        done_t = event_times(done)
+        rows = []
+        for dev in np.unique(done_dev):
+            name = format_dev(dev)
+            t = done_t[done_dev == dev]
+            span = t.max() - t.min()
+            service = reqs.loc[reqs["dev"] == name, "service"].to_numpy()
+            p = np.percentile(service, [50, 90, 99]) if len(service) else [np.nan] * 3
+            rows.append(
+                {
+                    "dev": name,
+                    "requests": int(len(service)),
+                    "iops": (len(t) / span) if span > 0 else np.nan,
+                    "service_p50": p[0],
+                    "service_p90": p[1],
+                    "service_p99": p[2],
+                }
+            )
+        return pd.DataFrame(rows, columns=["dev", *DEVICE_COLUMNS]).set_index("dev")
+
+    @TraceAnalysisBase.plot_method
+    @df_frequency_residency.used_events
+    def plot_frequency_residency(self, cpu: int, pids: list[int] | None = None):
+        """Time at each frequency of ``cpu``, inside vs outside IO-task activity."""
+        df = self.df_frequency_residency(pids=pids)
+        if cpu not in df.index.get_level_values("cpu"):
+            raise UserError(f"no cpu_frequency events for CPU{cpu}")
+        tidy = df.loc[cpu].reset_index().melt(id_vars="freq_khz", var_name="activity", value_name="seconds")
+        tidy["freq_khz"] = tidy["freq_khz"].astype(str)
+        return hv.Bars(tidy, kdims=["freq_khz", "activity"], vdims=["seconds"]).options(
+            title=f"CPU{cpu} frequency residency around IO tasks", multi_level=False
+        )
+
+    @TraceAnalysisBase.plot_method
+    @df_block_requests.used_events
+    def plot_service_time_cdf(self, dev: str | None = None):
+        """CDF of block request service times (one device or all)."""
+        reqs = self.df_block_requests()
+        if dev is not None:
+            reqs = reqs[reqs["dev"] == dev]
+        service = np.sort(reqs["service"].to_numpy())
+        frac = np.arange(1, len(service) + 1) / max(len(service), 1)
+        return hv.Curve((service, frac), "service time (s)", "fraction of requests").options(
+            title="Block request service time CDF", interpolation="steps-post"
+        )

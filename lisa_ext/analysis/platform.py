@@ -1,0 +1,225 @@
+"""What the analyses need to know about the platform a trace came from.
+
+Idle-state tables (``struct cpuidle_state`` in include/linux/cpuidle.h: name,
+exit latency, target residency, and the per-CPU ``disable`` knob of
+drivers/cpuidle/sysfs.c), clusters and last-level-cache domains. They come
+from, in order of preference, a YAML file given by the user, LISA's
+``PlatformInfo`` of the trace, or the sysfs of the machine the trace was
+recorded on (only meaningful when that is this machine).
+
+YAML layout (every key optional)::
+
+    idle-states:            # one table for every CPU ...
+      - {name: WFI, exit-latency-us: 1, target-residency-us: 1}
+      - {name: cpu-sleep-0, exit-latency-us: 1500, target-residency-us: 2000, disabled: false}
+    idle-states-per-cpu:    # ... or one per CPU, overriding the above
+      "4": [...]
+    clusters: [[0, 3, 4, 5], [1, 2]]
+    llc: [[0, 1, 2, 3, 4, 5]]
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from lisa_ext.errors import SpecError
+
+__all__ = [
+    "IdleState",
+    "Platform",
+    "load_platform_yaml",
+    "platform_from_sysfs",
+    "platform_from_plat_info",
+    "parse_cpu_list",
+    "merge",
+]
+
+
+@dataclass(frozen=True)
+class IdleState:
+    """One entry of a cpuidle driver's state table, times in nanoseconds."""
+
+    name: str
+    exit_latency_ns: int
+    target_residency_ns: int
+    disabled: bool = False
+
+
+@dataclass
+class Platform:
+    """Idle states, clusters and LLC domains; any of them may be unknown (empty)."""
+
+    idle_states: dict[int, tuple[IdleState, ...]] = field(default_factory=dict)
+    default_idle_states: tuple[IdleState, ...] = ()
+    clusters: tuple[tuple[int, ...], ...] = ()
+    llc: tuple[tuple[int, ...], ...] = ()
+    source: str = "unknown"
+
+    def idle_states_of(self, cpu: int) -> tuple[IdleState, ...]:
+        return self.idle_states.get(cpu, self.default_idle_states)
+
+    @property
+    def has_idle_states(self) -> bool:
+        return bool(self.default_idle_states or self.idle_states)
+
+    def cluster_of(self) -> dict[int, int]:
+        """CPU -> index of its cluster in :attr:`clusters`."""
+        return {cpu: i for i, cpus in enumerate(self.clusters) for cpu in cpus}
+
+    def llc_of(self) -> dict[int, int]:
+        """CPU -> index of its LLC domain in :attr:`llc`."""
+        return {cpu: i for i, cpus in enumerate(self.llc) for cpu in cpus}
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """Parse the kernel's CPU list format (``"0-3,8"``, as in ``shared_cpu_list``)."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return tuple(cpus)
+
+
+def _idle_table(path: Path, key: str, entries: Any) -> tuple[IdleState, ...]:
+    if not isinstance(entries, list) or not entries:
+        raise SpecError(path, key, "expected a non-empty list of idle states")
+    table = []
+    for i, entry in enumerate(entries):
+        where = f"{key}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise SpecError(path, where, "expected a mapping with name, exit-latency-us, target-residency-us")
+        try:
+            table.append(
+                IdleState(
+                    name=str(entry.get("name", f"state{i}")),
+                    exit_latency_ns=round(float(entry["exit-latency-us"]) * 1000),
+                    target_residency_ns=round(float(entry["target-residency-us"]) * 1000),
+                    disabled=bool(entry.get("disabled", False)),
+                )
+            )
+        except KeyError as exc:
+            raise SpecError(path, f"{where}.{exc.args[0]}", "missing (a number of microseconds)") from None
+        except (TypeError, ValueError):
+            raise SpecError(path, where, "exit-latency-us and target-residency-us must be numbers") from None
+    return tuple(table)
+
+
+def _cpu_groups(path: Path, key: str, value: Any) -> tuple[tuple[int, ...], ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(g, list) and all(isinstance(c, int) and c >= 0 for c in g) for g in value
+    ):
+        raise SpecError(path, key, "expected a list of CPU lists, e.g. [[0, 1], [2, 3]]")
+    return tuple(tuple(g) for g in value)
+
+
+def load_platform_yaml(path: str | os.PathLike) -> Platform:
+    """Read a platform description (layout in the module docstring)."""
+    from ruamel.yaml import YAML, YAMLError
+
+    path = Path(path)
+    try:
+        data = YAML(typ="safe").load(path.read_text()) or {}
+    except OSError as exc:
+        raise SpecError(path, "<file>", f"cannot read: {exc.strerror}") from None
+    except YAMLError as exc:
+        raise SpecError(path, "<file>", f"not valid YAML: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise SpecError(path, "<top>", "expected a mapping")
+    known = {"idle-states", "idle-states-per-cpu", "clusters", "llc", "source"}
+    for key in data:
+        if key not in known:
+            raise SpecError(path, str(key), f"unknown key, expected one of {sorted(known)}")
+    platform = Platform(source=str(data.get("source", path)))
+    if "idle-states" in data:
+        platform.default_idle_states = _idle_table(path, "idle-states", data["idle-states"])
+    per_cpu = data.get("idle-states-per-cpu") or {}
+    if not isinstance(per_cpu, Mapping):
+        raise SpecError(path, "idle-states-per-cpu", "expected a mapping CPU -> list of idle states")
+    for cpu, table in per_cpu.items():
+        try:
+            cpu_nr = int(cpu)
+        except ValueError:
+            raise SpecError(path, f"idle-states-per-cpu.{cpu}", "expected a CPU number") from None
+        platform.idle_states[cpu_nr] = _idle_table(path, f"idle-states-per-cpu.{cpu}", table)
+    if "clusters" in data:
+        platform.clusters = _cpu_groups(path, "clusters", data["clusters"])
+    if "llc" in data:
+        platform.llc = _cpu_groups(path, "llc", data["llc"])
+    return platform
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def platform_from_sysfs(root: str | os.PathLike = "/sys") -> Platform:
+    """Idle states (``cpuidle/stateN``), clusters (``topology/cluster_cpus_list``)
+    and LLC domains (the highest ``cache/indexN`` level) of the running machine."""
+    cpu_root = Path(root) / "devices/system/cpu"
+    platform = Platform(source=f"sysfs:{root}")
+    clusters: set[tuple[int, ...]] = set()
+    llcs: set[tuple[int, ...]] = set()
+    for cpu_dir in sorted(cpu_root.glob("cpu[0-9]*"), key=lambda p: int(p.name[3:])):
+        cpu = int(cpu_dir.name[3:])
+        states = []
+        for state_dir in sorted(cpu_dir.glob("cpuidle/state[0-9]*"), key=lambda p: int(p.name[5:])):
+            latency, residency = _read(state_dir / "latency"), _read(state_dir / "residency")
+            if latency is None or residency is None:
+                continue
+            states.append(
+                IdleState(
+                    name=_read(state_dir / "name") or state_dir.name,
+                    exit_latency_ns=int(latency) * 1000,
+                    target_residency_ns=int(residency) * 1000,
+                    disabled=_read(state_dir / "disable") == "1",
+                )
+            )
+        if states:
+            platform.idle_states[cpu] = tuple(states)
+        cluster = _read(cpu_dir / "topology/cluster_cpus_list")
+        if cluster:
+            clusters.add(parse_cpu_list(cluster))
+        levels = []
+        for index in cpu_dir.glob("cache/index[0-9]*"):
+            level, shared = _read(index / "level"), _read(index / "shared_cpu_list")
+            if level and shared and _read(index / "type") in ("Unified", "Data"):
+                levels.append((int(level), parse_cpu_list(shared)))
+        if levels:
+            llcs.add(max(levels)[1])
+    platform.clusters = tuple(sorted(clusters))
+    platform.llc = tuple(sorted(llcs))
+    return platform
+
+
+def platform_from_plat_info(plat_info: Any) -> Platform:
+    """Clusters from LISA's ``PlatformInfo`` (its ``freq-domains``, which are the
+    clusters on the Arm big.LITTLE boards LISA targets). LISA records no idle
+    states or caches, so those stay unknown."""
+    platform = Platform(source="lisa-plat-info")
+    try:
+        domains = plat_info["freq-domains"]
+    except Exception:  # PlatformInfo raises its own KeyError flavours
+        domains = None
+    if domains:
+        platform.clusters = tuple(tuple(int(c) for c in d) for d in domains)
+    return platform
+
+
+def merge(preferred: Platform, fallback: Platform) -> Platform:
+    """Fill what ``preferred`` leaves unknown from ``fallback``."""
+    return Platform(
+        idle_states=preferred.idle_states or fallback.idle_states,
+        default_idle_states=preferred.default_idle_states or fallback.default_idle_states,
+        clusters=preferred.clusters or fallback.clusters,
+        llc=preferred.llc or fallback.llc,
+        source=preferred.source if preferred.source != "unknown" else fallback.source,
+    )
+

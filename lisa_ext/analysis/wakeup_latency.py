@@ -1,0 +1,209 @@
+"""Task wakeup latency: from ``sched_waking`` to the task's next switch-in.
+
+Mirrors the scheduler's tracepoints in include/trace/events/sched.h:
+``sched_waking`` fires in ``try_to_wake_up()`` (kernel/sched/core.c) on the
+waker's CPU, before the task is enqueued; ``sched_switch`` with
+``next_pid`` = the task is the moment it gets a CPU. Traces without
+``sched_waking`` (before v4.3) use ``sched_wakeup``, which fires once the task
+is enqueued, so their latencies are a little shorter.
+
+One latency per wakeup of a task that is not on a CPU: a wakeup while the
+task's last ``sched_switch`` put it in (it is still running, e.g. woken
+between setting its state and calling schedule()) starts nothing, and repeated
+wakeups before the switch-in count once, from the first. A wakeup followed by
+a switch-out of the same task rather than a switch-in (lost events) is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+
+from lisa_ext import compat
+from lisa_ext.analysis._frames import event_times, has_event, int_column
+from lisa_ext.errors import UserError
+
+_base = compat.import_lisa("lisa.analysis.base")
+_trace = compat.import_lisa("lisa.trace")
+TraceAnalysisBase = _base.TraceAnalysisBase
+requires_events = _trace.requires_events
+requires_one_event_of = _trace.requires_one_event_of
+
+__all__ = ["WakeupLatencyAnalysis", "STAT_COLUMNS", "latency_stats"]
+
+#: Columns of :meth:`WakeupLatencyAnalysis.df_wakeup_latency_stats`.
+STAT_COLUMNS = ("count", "mean", "gmean", "p50", "p90", "p99", "max")
+
+_OUT, _WAKE, _IN = 0, 1, 2  # order of simultaneous events of one task
+
+
+def latency_stats(latencies: np.ndarray) -> dict[str, float]:
+    """count, mean, geometric mean, p50/p90/p99 (linear interpolation) and max."""
+    x = np.asarray(latencies, dtype=float)
+    if not len(x):
+        return {"count": 0, **{k: np.nan for k in STAT_COLUMNS[1:]}}
+    with np.errstate(divide="ignore"):
+        gmean = float(np.exp(np.mean(np.log(x))))
+    p50, p90, p99 = np.percentile(x, [50, 90, 99])
+    return {
+        "count": int(len(x)),
+        "mean": float(x.mean()),
+        "gmean": gmean,
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(x.max()),
+    }
+
+
+class WakeupLatencyAnalysis(TraceAnalysisBase):
+    """Wakeup-to-running latency of every task, with per-task and per-CPU figures.
+
+    :param trace: input Trace object
+    :type trace: lisa.trace.Trace
+    """
+
+    name = "wakeup_latency"
+
+    def wakeup_event(self) -> str:
+        """``sched_waking`` when the trace has it, else ``sched_wakeup``."""
+        return "sched_waking" if has_event(self.trace, "sched_waking") else "sched_wakeup"
+
+    @TraceAnalysisBase.cache
+    @requires_events("sched_switch", requires_one_event_of("sched_waking", "sched_wakeup"))
+    def df_all_wakeup_latencies(self) -> pd.DataFrame:
+        """One row per wakeup, indexed by wakeup time (s):
+
+        * ``pid``, ``comm``: the woken task (``comm`` as the wakeup event names it)
+        * ``cpu``: the CPU it was switched in on
+        * ``latency``: seconds from the wakeup to that switch-in
+        """
+        wake = self.trace.df_event(self.wakeup_event())
+        switch = self.trace.df_event("sched_switch")
+        sw_time = event_times(switch)
+        wk_time = event_times(wake)
+        pid = np.concatenate(
+            [int_column(switch, "prev_pid"), int_column(wake, "pid"), int_column(switch, "next_pid")]
+        )
+        time = np.concatenate([sw_time, wk_time, sw_time])
+        kind = np.concatenate(
+            [
+                np.full(len(switch), _OUT, np.int8),
+                np.full(len(wake), _WAKE, np.int8),
+                np.full(len(switch), _IN, np.int8),
+            ]
+        )
+        cpu = np.concatenate(
+            [np.full(len(switch), -1), np.full(len(wake), -1), int_column(switch, "__cpu")]
+        )
+        row = np.concatenate([np.full(len(switch), -1), np.arange(len(wake)), np.full(len(switch), -1)])
+        keep = pid != 0  # the idle task is never woken
+        pid, time, kind, cpu, row = pid[keep], time[keep], kind[keep], cpu[keep], row[keep]
+        order = np.lexsort((kind, time, pid))
+        pid, time, kind, cpu, row = pid[order], time[order], kind[order], cpu[order], row[order]
+
+        n = len(pid)
+        idx = np.arange(n)
+        is_switch = kind != _WAKE
+        new_task = np.ones(n, dtype=bool)
+        new_task[1:] = pid[1:] != pid[:-1]
+        # Last switch row strictly before each row, within the same task.
+        last_switch = np.maximum.accumulate(np.where(is_switch, idx, -1))
+        prev_switch = np.concatenate([[-1], last_switch[:-1]])
+        task_start = np.maximum.accumulate(np.where(new_task, idx, 0))
+        prev_switch = np.where(prev_switch >= task_start, prev_switch, -1)
+        off_cpu = (prev_switch < 0) | (kind[np.maximum(prev_switch, 0)] == _OUT)
+        prev_is_wake = np.zeros(n, dtype=bool)
+        prev_is_wake[1:] = (kind[:-1] == _WAKE) & ~new_task[1:]
+        first_wake = (kind == _WAKE) & off_cpu & ~prev_is_wake
+        # Next switch row at or after each row, within the same task.
+        next_switch = np.minimum.accumulate(np.where(is_switch, idx, n)[::-1])[::-1]
+        safe_next = np.minimum(next_switch, n - 1)
+        task_of_next_ok = (next_switch < n) & (pid[safe_next] == pid)
+        hit = first_wake & task_of_next_ok & (kind[safe_next] == _IN)
+
+        w = np.flatnonzero(hit)
+        s = next_switch[w]
+        wake_rows = row[w]
+        return pd.DataFrame(
+            {
+                "pid": pid[w],
+                "comm": np.asarray(wake["comm"].iloc[wake_rows].to_numpy(), dtype=object),
+                "cpu": cpu[s],
+                "latency": time[s] - time[w],
+            },
+            index=pd.Index(time[w], name="Time"),
+        ).sort_index(kind="stable")
+
+    @df_all_wakeup_latencies.used_events
+    def df_wakeup_latencies(self, pid: int | None = None, comm: str | None = None) -> pd.DataFrame:
+        """:meth:`df_all_wakeup_latencies` restricted to a ``pid`` and/or a task
+        whose ``comm`` matches the regular expression ``comm`` (``re.search``)."""
+        df = self.df_all_wakeup_latencies()
+        if pid is not None:
+            df = df[df["pid"] == pid]
+        if comm is not None:
+            try:
+                pattern = re.compile(comm)
+            except re.error as exc:
+                raise UserError(f"bad comm pattern {comm!r}: {exc}") from None
+            comms = df["comm"].unique()
+            df = df[df["comm"].isin([c for c in comms if pattern.search(c)])]
+        return df
+
+    @df_wakeup_latencies.used_events
+    def df_wakeup_latency_stats(
+        self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False
+    ) -> pd.DataFrame:
+        """Per task (index ``pid``; with ``per_cpu``, index ``pid``, ``cpu``):
+        ``comm`` (the last seen), then ``count``, ``mean``, ``gmean``, ``p50``,
+        ``p90``, ``p99``, ``max`` of the latency in seconds."""
+        df = self.df_wakeup_latencies(pid=pid, comm=comm)
+        keys = ["pid", "cpu"] if per_cpu else ["pid"]
+        rows = []
+        for key, group in df.groupby(keys, sort=True):
+            key = key if isinstance(key, tuple) else (key,)
+            rows.append(
+                {
+                    **dict(zip(keys, key)),
+                    "comm": group["comm"].iloc[-1],
+                    **latency_stats(group["latency"].to_numpy()),
+                }
+            )
+        columns = keys + ["comm", *STAT_COLUMNS]
+        return pd.DataFrame(rows, columns=columns).set_index(keys)
+
+    @df_wakeup_latencies.used_events
+    def df_cpu_wakeup_latency_stats(self, pid: int | None = None, comm: str | None = None) -> pd.DataFrame:
+        """Same figures over all selected tasks, one row per CPU (index ``cpu``)."""
+        df = self.df_wakeup_latencies(pid=pid, comm=comm)
+        rows = [
+            {"cpu": cpu, **latency_stats(group["latency"].to_numpy())}
+            for cpu, group in df.groupby("cpu", sort=True)
+        ]
+        return pd.DataFrame(rows, columns=["cpu", *STAT_COLUMNS]).set_index("cpu")
+
+    @TraceAnalysisBase.plot_method
+    @df_wakeup_latencies.used_events
+    def plot_wakeup_latency_cdf(self, pid: int | None = None, comm: str | None = None):
+        """Cumulative distribution of the wakeup latencies of the selected tasks."""
+        lat = np.sort(self.df_wakeup_latencies(pid=pid, comm=comm)["latency"].to_numpy())
+        frac = np.arange(1, len(lat) + 1) / max(len(lat), 1)
+        return hv.Curve((lat, frac), "latency (s)", "fraction of wakeups").options(
+            title="Wakeup latency CDF", interpolation="steps-post", logx=True
+        )
+
+    @TraceAnalysisBase.plot_method
+    @df_wakeup_latencies.used_events
+    def plot_wakeup_latency_histogram(
+        self, pid: int | None = None, comm: str | None = None, bins: int = 50
+    ):
+        """Histogram of the wakeup latencies of the selected tasks."""
+        lat = self.df_wakeup_latencies(pid=pid, comm=comm)["latency"].to_numpy()
+        counts, edges = np.histogram(lat, bins=bins)
+        return hv.Histogram((edges, counts), "latency (s)", "wakeups").options(
+            title="Wakeup latency histogram"
+        )
