@@ -1,0 +1,60 @@
+"""``lisa-ext campaign run SPEC [--resume] [--out DIR]`` and ``lisa-ext campaign status DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+__all__ = ["register", "quiet_lisa_logs"]
+
+
+def quiet_lisa_logs() -> None:
+    """LISA and devlib log every step at INFO/WARNING; a campaign shows its own progress."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("lisa", "devlib", "LocalConnection", "LocalLinuxTarget", "Target"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def default_campaign_dir(name: str) -> Path:
+    return Path("data") / name
+
+
+def _run(args: argparse.Namespace) -> int:
+    from lisa_ext.campaign.runner import CampaignRunner
+    from lisa_ext.campaign.spec import load_spec
+    from lisa_ext.target import check_target_conf
+
+    spec = load_spec(args.spec)
+    check_target_conf(spec.target)
+    out = Path(args.out) if args.out else default_campaign_dir(spec.name)
+    quiet_lisa_logs()
+    summary = CampaignRunner(spec, out, resume=args.resume, progress=not args.no_progress).run()
+    print(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
+          + (f", {summary.skipped} already done" if summary.skipped else "")
+          + f" -> {summary.campaign_dir}")
+    return 1 if summary.failed else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from lisa_ext.campaign.status import campaign_status
+
+    status = campaign_status(args.dir)
+    print(status.render())
+    return 0 if not (status.failed or status.missing) else 1
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("campaign", help="run campaigns and inspect their state")
+    sub = p.add_subparsers(dest="campaign_command", metavar="ACTION")
+    sub.required = True
+    run = sub.add_parser("run", help="run (or --resume) the campaign described by a YAML spec")
+    run.add_argument("spec", help="campaign spec (YAML)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue an interrupted campaign: keep finished runs, redo the partial one")
+    run.add_argument("--out", metavar="DIR", help="campaign directory (default: data/<name>)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=_run)
+    status = sub.add_parser("status", help="list done / failed / missing runs of a campaign directory")
+    status.add_argument("dir", help="campaign directory, e.g. data/quickstart")
+    status.set_defaults(func=_status)

@@ -1,0 +1,70 @@
+"""Running commands on a LISA/devlib target in the background, with a deadline.
+
+Every long-running process the runner starts (trace-cmd, the workloads) goes
+through :func:`start` so that its pid is handed to the runner's journal before
+anything else happens: if the runner itself is killed, the next invocation can
+stop what it left behind (:func:`kill_leftover`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import time
+from typing import Callable
+
+__all__ = ["start", "wait", "stop", "kill_leftover", "CommandFailed", "CommandTimeout"]
+
+
+class CommandFailed(RuntimeError):
+    """A target command exited with a non-zero status."""
+
+
+class CommandTimeout(RuntimeError):
+    """A target command did not finish before its deadline."""
+
+
+def start(target, command: str, *, as_root: bool = False,
+          on_pid: Callable[[int], None] | None = None):
+    """Start ``command`` on ``target`` in the background; returns devlib's BackgroundCommand."""
+    bg = target.background(command, as_root=as_root)
+    if on_pid is not None:
+        on_pid(int(bg.pid))
+    return bg
+
+
+def wait(bg, timeout_s: float | None, what: str) -> int:
+    """Wait for a background command; kill it and raise CommandTimeout past the deadline."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        rc = bg.poll()
+        if rc is not None:
+            return rc
+        if deadline is not None and time.monotonic() > deadline:
+            bg.cancel(kill_timeout=5)
+            raise CommandTimeout(f"{what} did not finish within {timeout_s:.0f} s and was killed")
+        time.sleep(0.05)
+
+
+def stop(bg, sig: int = signal.SIGINT, grace_s: float = 30) -> int:
+    """Ask a background command to stop with ``sig``; kill it if it ignores the request."""
+    if bg.poll() is None:
+        try:
+            bg.send_signal(sig)
+        except ProcessLookupError:
+            pass
+    try:
+        return wait(bg, grace_s, "stopping")
+    except CommandTimeout:
+        return bg.poll() if bg.poll() is not None else -9
+
+
+def kill_leftover(target, pid: int) -> None:
+    """SIGKILL a process group (or lone process) the runner started before it died."""
+    target.execute(
+        f"kill -KILL -- -{int(pid)} 2>/dev/null || kill -KILL {int(pid)} 2>/dev/null || true",
+        as_root=True, check_exit_code=False)
+
+
+def quote(s: str) -> str:
+    return shlex.quote(s)

@@ -1,0 +1,376 @@
+"""The campaign runner: every (variant, workload, iteration), traced, stored atomically.
+
+Per run: apply the variant (kernel, then runtime knobs) -> prepare the workload
+-> start trace-cmd in a private ftrace instance -> run the workload -> stop
+tracing -> revert the knobs (always, failure included) -> publish the run
+directory with one rename. A failed run is stored with its error and the
+campaign goes on; only a knob that cannot be reverted stops it.
+
+Runs are ordered ``interleave`` (each iteration visits every variant in turn,
+v1 v2 v1 v2 ..., so slow drift of the machine spreads evenly over variants) or
+``group-by-variant`` (all runs of a variant together, for variants that are
+expensive to switch such as kernels; iterations stay interleaved across
+workloads within a variant).
+
+Crash safety: before touching the target the runner writes a journal
+(``.runner-journal.json``) with the original knob values, the trace instance,
+and the pid and start time of every process it starts. If the runner is killed
+(even with SIGKILL), the next ``run`` reads the journal, kills what is left,
+removes the instance, restores the knobs and discards the partial run, which is
+then run again; finished runs are never touched.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import logging
+import os
+import shutil
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from lisa_ext.campaign import knobs as _knobs
+from lisa_ext.campaign import remote, tracing
+from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
+from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
+from lisa_ext.campaign.workloads import RunContext, make_workload
+from lisa_ext.errors import UserError
+
+__all__ = ["plan_runs", "CampaignRunner", "RunSummary", "JOURNAL_NAME", "STATE_NAME"]
+
+JOURNAL_NAME = ".runner-journal.json"
+STATE_NAME = "campaign-state.json"
+_LOCK_NAME = ".runner.lock"
+log = logging.getLogger(__name__)
+
+
+def plan_runs(spec: CampaignSpec) -> list[RunKey]:
+    """Every run of the campaign, in the order the runner executes them."""
+    runs = []
+    if spec.order == "group-by-variant":
+        for v in spec.variants:
+            for i in range(spec.iterations):
+                for w in spec.workloads:
+                    runs.append(RunKey(v.name, w.name, i))
+    else:
+        for i in range(spec.iterations):
+            for w in spec.workloads:
+                for v in spec.variants:
+                    runs.append(RunKey(v.name, w.name, i))
+    return runs
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class RunSummary:
+    campaign_dir: Path
+    done: int
+    failed: int
+    skipped: int
+    recovered: list[str]
+
+
+class _Journal:
+    """What the current run has changed on the target, persisted before each change."""
+
+    def __init__(self, path: Path, target):
+        self.path = path
+        self.target = target
+        self.data: dict = {}
+
+    def begin(self, key: RunKey, tmp: Path, remote_dir: str, instance: str) -> None:
+        self.data = {"run": str(key), "tmp": str(tmp), "remote_dir": remote_dir,
+                     "instance": instance, "knobs": {}, "processes": [],
+                     "runner_pid": os.getpid(), "started": _now()}
+        self._save()
+
+    def set_knobs(self, originals: dict) -> None:
+        self.data["knobs"] = originals
+        self._save()
+
+    def add_pid(self, pid: int) -> None:
+        self.data["processes"].append({"pid": pid, "starttime": _process_starttime(self.target, pid)})
+        self._save()
+
+    def clear(self) -> None:
+        self.data = {}
+        self.path.unlink(missing_ok=True)
+
+    def _save(self) -> None:
+        write_json(self.path, self.data)
+
+
+def _process_starttime(target, pid: int) -> str | None:
+    # field 22 of /proc/<pid>/stat: tells a leftover process from a later one reusing its pid
+    out = target.execute(f"cut -d' ' -f22 /proc/{int(pid)}/stat 2>/dev/null || true",
+                         check_exit_code=False).strip()
+    return out or None
+
+
+class CampaignRunner:
+    """Runs (or resumes) one campaign into one campaign directory."""
+
+    def __init__(self, spec: CampaignSpec, campaign_dir: str | os.PathLike, *,
+                 resume: bool = False, progress: bool = True,
+                 echo: Callable[[str], None] | None = None):
+        self.spec = spec
+        self.store = CampaignStore(campaign_dir)
+        self.resume = resume
+        self.progress = progress
+        self.echo = echo or (lambda msg: print(msg, file=sys.stderr))
+        self.target = None
+        self.tracefs: str | None = None
+        self.trace_cmd = "trace-cmd"
+        self.state: dict = {}
+        self._deployed_kernel: tuple[Path | None, object] = (None, None)
+        self._lock_fd: int | None = None
+
+    # -- campaign directory -------------------------------------------------
+
+    def _open_store(self) -> None:
+        root = self.store.root
+        copy = self.store.spec_copy
+        if copy.exists():
+            if not self.resume:
+                raise UserError(f"{root} already holds campaign runs; pass --resume to continue it, "
+                                "or remove the directory to start over")
+            from ruamel.yaml import YAML
+            stored = json.loads(json.dumps(YAML(typ="safe").load(copy.read_text()), default=str))
+            if stored != self.spec.raw:
+                raise UserError(f"{self.spec.path} differs from the spec this campaign was started "
+                                f"with ({copy}); resume with the same spec or use another directory")
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(root / _LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another runner is working on {root}") from None
+        if not copy.exists():
+            tmp = copy.with_name(copy.name + ".part")
+            shutil.copyfile(self.spec.path, tmp)
+            os.replace(tmp, copy)
+        state_path = root / STATE_NAME
+        if state_path.exists():
+            self.state = json.loads(state_path.read_text())
+        self.state.setdefault("spec_source", str(self.spec.path))
+        self.state.setdefault("target_config", str(self.spec.target))
+        self.state.setdefault("created", _now())
+
+    def _save_state(self) -> None:
+        write_json(self.store.root / STATE_NAME, self.state)
+
+    # -- target ---------------------------------------------------------------
+
+    def _connect(self) -> None:
+        from lisa_ext.target import connect, platform_provenance, tool_versions, tracefs_root
+
+        self.target = connect(self.spec.target)
+        problems = []
+        if self.spec.trace is not None:
+            self.tracefs = tracefs_root(self.target)
+            if self.tracefs is None:
+                problems.append("tracefs is not mounted on the target "
+                                "(as root: mount -t tracefs nodev /sys/kernel/tracing)")
+            else:
+                missing = tracing.check_events(self.target, self.tracefs, self.spec.trace.events)
+                if missing:
+                    problems.append(f"trace events not available on the target: {', '.join(missing)}")
+            if self.target.which("trace-cmd") is None:
+                try:
+                    self.target.install_tools(["trace-cmd"])
+                except Exception as exc:
+                    problems.append(f"trace-cmd is not on the target and LISA could not install it: {exc}")
+        tools = {"trace-cmd"} if self.spec.trace else set()
+        for w in self.spec.workloads:
+            wl = make_workload(w)
+            for tool in wl.TOOLS:
+                tools.add(tool)
+                if self.target.which(tool) is None:
+                    problems.append(f"{tool} (workload {w.name}) is not installed on the target "
+                                    "(on Debian: bash scripts/install-system-packages.sh)")
+        for v in self.spec.variants:
+            for p in _knobs.check_knobs(self.target, v.knobs):
+                problems.append(f"variant {v.name}: {p}")
+        if problems:
+            raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
+        self.platform = platform_provenance(self.target)
+        self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
+
+    def _recover(self) -> list[str]:
+        """Undo what a killed runner left on the target; returns what was done."""
+        done = []
+        journal_path = self.store.root / JOURNAL_NAME
+        if not journal_path.exists():
+            return done
+        data = json.loads(journal_path.read_text() or "{}")
+        for proc in data.get("processes", []):
+            pid = int(proc["pid"])
+            if proc.get("starttime") and _process_starttime(self.target, pid) == proc["starttime"]:
+                remote.kill_leftover(self.target, pid)
+                done.append(f"killed leftover process group {pid}")
+        if data.get("instance") and self.tracefs:
+            tracing.remove_instance(self.target, self.tracefs, data["instance"])
+        failures = _knobs.revert_knobs(self.target, data.get("knobs", {}))
+        if failures:
+            raise UserError("could not restore knobs left by the interrupted runner: " + "; ".join(failures))
+        if data.get("knobs"):
+            done.append("restored " + ", ".join(f"{p}={v}" for p, v in data["knobs"].items()))
+        if data.get("remote_dir"):
+            self.target.execute(f"rm -rf {remote.quote(data['remote_dir'])}", as_root=True,
+                                check_exit_code=False)
+        if data.get("run"):
+            done.append(f"discarded the partial run {data['run']}")
+        journal_path.unlink()
+        return done
+
+    # -- one run ----------------------------------------------------------------
+
+    def _deploy_kernel(self, variant: VariantSpec):
+        if variant.kernel is None:
+            return None
+        if self._deployed_kernel[0] == variant.kernel:
+            return self._deployed_kernel[1]
+        from lisa_ext.kernel.deploy import deploy_variant  # provided by the kernel-variant layer
+
+        result = deploy_variant(self.target, variant.kernel)
+        self._deployed_kernel = (variant.kernel, result)
+        return result
+
+    def _run_one(self, key: RunKey, index: int, journal: _Journal) -> RunResult:
+        from lisa_ext.target import kernel_provenance
+
+        spec = self.spec
+        variant = next(v for v in spec.variants if v.name == key.variant)
+        wspec = next(w for w in spec.workloads if w.name == key.workload)
+        workload = make_workload(wspec)
+        target = self.target
+        tmp = self.store.new_tmp_run_dir(key)
+        remote_dir = target.path.join(target.working_directory, "lisa-ext", spec.name,
+                                      f"{key.variant}.{key.workload}.{key.iteration}")
+        instance = f"{tracing.INSTANCE_PREFIX}{os.getpid()}"
+        journal.begin(key, tmp, remote_dir, instance)
+        target.execute(f"rm -rf {remote.quote(remote_dir)} && mkdir -p {remote.quote(remote_dir)}",
+                       as_root=True)
+        meta: dict = {
+            "campaign": spec.name, "variant": key.variant, "workload": key.workload,
+            "iteration": key.iteration, "order_index": index, "order": spec.order,
+            "host": socket.gethostname(), "target_config": str(spec.target),
+            "platform": self.platform, "tools": self.tools,
+            "workload_kind": wspec.kind, "workload_options": wspec.options,
+            "trace": None if spec.trace is None else {
+                "events": list(spec.trace.events), "instance": instance,
+                "buffer_size_kb": spec.trace.buffer_size_kb},
+            "campaign_state": {k: v for k, v in self.state.items() if k.startswith("rtapp")},
+            "start": _now(),
+        }
+        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state)
+        status, error, metrics = "ok", None, []
+        fatal: BaseException | None = None
+        t0 = time.monotonic()
+        try:
+            kernel_result = self._deploy_kernel(variant)
+            if variant.kernel is not None:
+                meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
+            with _knobs.applied_knobs(target, variant.knobs, on_originals=journal.set_knobs) as knob_state:
+                meta["knobs"] = knob_state
+                meta["kernel"] = kernel_provenance(target)
+                try:
+                    workload.prepare(ctx)
+                    metrics = self._traced(workload, ctx, meta, instance, journal)
+                finally:
+                    workload.cleanup(ctx)
+        except _knobs.KnobRevertError as exc:
+            status, error, fatal = "failed", f"{exc}", exc
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
+            log.debug("run %s failed", key, exc_info=True)
+            (tmp / "error.txt").write_text(traceback.format_exc())
+        finally:
+            self._pull_trace(remote_dir, tmp)
+            target.execute(f"rm -rf {remote.quote(remote_dir)}", as_root=True, check_exit_code=False)
+        meta["end"] = _now()
+        meta["duration_s"] = round(time.monotonic() - t0, 3)
+        result = RunResult(spec.name, key.variant, key.workload, key.iteration, status, error, metrics)
+        write_json(tmp / "meta.json", meta)
+        write_json(tmp / "result.json", result.to_json())
+        self.store.commit_run(tmp, key)
+        journal.clear()
+        if fatal is not None:
+            raise UserError(f"stopping the campaign: {fatal}")
+        return result
+
+    def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
+        trace = self.spec.trace
+        if trace is None:
+            meta["workload_start"] = _now()
+            metrics = workload.run(ctx)
+            meta["workload_end"] = _now()
+            return metrics
+        output = self.target.path.join(ctx.remote_dir, "trace.dat")
+        with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
+                               events=trace.events, output=output,
+                               buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
+            meta["workload_start"] = _now()
+            try:
+                return workload.run(ctx)
+            finally:
+                meta["workload_end"] = _now()
+
+    def _pull_trace(self, remote_dir: str, tmp: Path) -> None:
+        for name, local in (("trace.dat", "trace.dat"), ("trace.dat.log", "trace-cmd.log")):
+            src = self.target.path.join(remote_dir, name)
+            if self.target.file_exists(src):
+                self.target.pull(src, str(tmp / local))
+
+    # -- the campaign -------------------------------------------------------------
+
+    def run(self) -> RunSummary:
+        self._open_store()
+        try:
+            self._connect()
+            recovered = self._recover()
+            for path in self.store.remove_partial_runs():
+                recovered.append(f"removed partial run directory {path}")
+            for line in recovered:
+                self.echo(f"resume: {line}")
+            done_before = self.store.results()
+            todo = [(i, k) for i, k in enumerate(plan_runs(self.spec)) if k not in done_before]
+            if todo:
+                for w in self.spec.workloads:
+                    make_workload(w).setup_campaign(self.target, self.state)
+                self._save_state()
+            failed = self._run_all(todo)
+            return RunSummary(self.store.root, len(todo) - failed, failed, len(done_before), recovered)
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
+        from tqdm import tqdm
+
+        journal = _Journal(self.store.root / JOURNAL_NAME, self.target)
+        failed = 0
+        bar = tqdm(total=len(todo), unit="run", desc=self.spec.name, disable=not self.progress,
+                   file=sys.stderr, dynamic_ncols=True)
+        try:
+            for index, key in todo:
+                bar.set_postfix_str(str(key))
+                result = self._run_one(key, index, journal)
+                if result.status != "ok":
+                    failed += 1
+                    bar.write(f"run {key} failed: {result.error}", file=sys.stderr)
+                bar.update(1)
+        finally:
+            bar.close()
+        return failed

@@ -1,0 +1,231 @@
+"""Campaign specs: the YAML file describing what to run, validated up front.
+
+A spec names a target config, the variants to compare, the workloads, how many
+iterations and which trace events to record::
+
+    name: quickstart
+    target: ../target-configs/local.yml     # relative to this file
+    iterations: 3
+    order: interleave                       # or group-by-variant
+    trace:
+      events: [sched:sched_switch, sched:sched_wakeup]
+    variants:
+      - name: cache
+        knobs: {/sys/module/workqueue/parameters/default_affinity_scope: cache}
+      - name: system
+        knobs: {/sys/module/workqueue/parameters/default_affinity_scope: system}
+    workloads:
+      - name: fio-randread
+        kind: fio
+        options: {rw: randread, bs: 4k, ioengine: psync, direct: 1, runtime: 5, size: 64M}
+
+A variant is a set of runtime knobs (sysfs/procfs files written before a run
+and reverted after it) and, optionally, ``kernel:`` a kernel variant spec that
+:mod:`lisa_ext.kernel.deploy` installs before the variant's runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lisa_ext.campaign.schema import Field, check_mapping, load_yaml
+from lisa_ext.campaign.workloads import WORKLOAD_KINDS
+from lisa_ext.errors import SpecError
+
+__all__ = ["CampaignSpec", "VariantSpec", "WorkloadSpec", "TraceSpec", "load_spec", "ORDERS"]
+
+ORDERS = ("interleave", "group-by-variant")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_EVENT_RE = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_*]+)?$")
+
+
+def _check_name(value: str) -> str | None:
+    if not _NAME_RE.match(value):
+        return (f"{value!r} is not a valid name: use letters, digits, '_', '.', '-' "
+                "(it becomes a directory name)")
+    return None
+
+
+def _check_events(value: list) -> str | None:
+    for event in value:
+        if not isinstance(event, str) or not _EVENT_RE.match(event):
+            return (f"{event!r} is not a trace event: use 'subsystem:event', "
+                    "'subsystem:*' or 'subsystem' (see trace-cmd list -e)")
+    return None
+
+
+def _check_knobs(value: dict) -> str | None:
+    for path, knob_value in value.items():
+        if not isinstance(path, str) or not re.match(r"^/(sys|proc)/", path):
+            return f"knob {path!r} must be an absolute path under /sys or /proc"
+        if isinstance(knob_value, bool) or not isinstance(knob_value, (str, int, float)):
+            return f"knob {path}: value must be a string or a number, got {knob_value!r}"
+    return None
+
+
+_TOP_SCHEMA = {
+    "name": Field((str,), "campaign name, used as its directory name", True, _check_name),
+    "description": Field((str,), "free text"),
+    "target": Field((str,), "path to a LISA target_conf YAML, relative to the spec", True),
+    "iterations": Field((int,), "runs per (variant, workload), at least 1", True,
+                        lambda v: None if v >= 1 else "must be at least 1"),
+    "order": Field((str,), "interleave | group-by-variant",
+                   check=lambda v: None if v in ORDERS else f"{v!r} is not one of: {', '.join(ORDERS)}"),
+    "trace": Field((dict,), "tracing settings: events, buffer-size-kb"),
+    "variants": Field((list,), "list of variants, each with a name and knobs", True,
+                      lambda v: None if v else "needs at least one variant"),
+    "workloads": Field((list,), "list of workloads, each with a name and a kind", True,
+                       lambda v: None if v else "needs at least one workload"),
+}
+
+_TRACE_SCHEMA = {
+    "events": Field((list,), "trace events such as sched:sched_switch", True, _check_events),
+    "buffer-size-kb": Field((int,), "per-CPU ring buffer size of the ftrace instance",
+                            check=lambda v: None if v > 0 else "must be positive"),
+}
+
+_VARIANT_SCHEMA = {
+    "name": Field((str,), "variant name, used as a directory name", True, _check_name),
+    "description": Field((str,), "free text"),
+    "knobs": Field((dict,), "mapping of /sys or /proc file -> value written before each run",
+                   check=_check_knobs),
+    "kernel": Field((str,), "path to a kernel variant spec (kernels/.../variant.yml), relative to the spec"),
+}
+
+_WORKLOAD_COMMON = {
+    "name": Field((str,), "workload name, used as a directory name", True, _check_name),
+    "kind": Field((str,), "one of: " + ", ".join(WORKLOAD_KINDS), True,
+                  lambda v: None if v in WORKLOAD_KINDS else
+                  f"unknown workload kind {v!r}; allowed: {', '.join(WORKLOAD_KINDS)}"),
+}
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    events: tuple[str, ...]
+    buffer_size_kb: int | None = None
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    knobs: dict[str, str]
+    kernel: Path | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    kind: str
+    options: dict[str, Any]
+    """Kind-specific options, already validated by the kind's schema."""
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    path: Path
+    name: str
+    target: Path
+    iterations: int
+    variants: tuple[VariantSpec, ...]
+    workloads: tuple[WorkloadSpec, ...]
+    trace: TraceSpec | None
+    order: str = "interleave"
+    description: str = ""
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+    """The spec as plain data, as stored in the campaign directory."""
+
+
+def _plain(node: Any) -> Any:
+    """ruamel's commented containers and scalar types -> plain JSON-able Python."""
+    return json.loads(json.dumps(node, default=str))
+
+
+def _resolve(spec_path: Path, relative: str) -> Path:
+    return (spec_path.parent / relative).resolve()
+
+
+def _unique(path: Path, key: str, names: list[str]) -> None:
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise SpecError(path, key, f"name {name!r} is used twice; names must be unique")
+        seen.add(name)
+
+
+def _knob_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> CampaignSpec:
+    """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
+
+    ``check_files=False`` skips the checks that referenced files exist, to read
+    back the copy stored in a campaign directory.
+    """
+    path = Path(path).resolve()
+    doc = load_yaml(path, "campaign spec")
+    top = check_mapping(path, doc, "", _TOP_SCHEMA)
+
+    target = _resolve(path, top["target"])
+    if check_files and not target.is_file():
+        raise SpecError(path, "target", f"target config {target} not found (a LISA target_conf YAML file)")
+
+    trace = None
+    if "trace" in top:
+        t = check_mapping(path, top["trace"], "trace", _TRACE_SCHEMA)
+        trace = TraceSpec(tuple(str(e) for e in t["events"]), t.get("buffer-size-kb"))
+
+    variants = []
+    for i, node in enumerate(top["variants"]):
+        v = check_mapping(path, node, f"variants[{i}]", _VARIANT_SCHEMA)
+        kernel = None
+        if "kernel" in v:
+            kernel = _resolve(path, v["kernel"])
+            if check_files and not kernel.is_file():
+                raise SpecError(path, f"variants[{i}].kernel", f"kernel variant spec {kernel} not found")
+            if check_files and importlib.util.find_spec("lisa_ext.kernel") is None:
+                raise SpecError(path, f"variants[{i}].kernel",
+                                "kernel variants need lisa_ext.kernel, which is not part of this "
+                                "installation yet; use runtime knobs only")
+        knobs = {str(k): _knob_text(val) for k, val in (v.get("knobs") or {}).items()}
+        variants.append(VariantSpec(v["name"], knobs, kernel, str(v.get("description", ""))))
+    _unique(path, "variants", [v.name for v in variants])
+
+    workloads = []
+    for i, node in enumerate(top["workloads"]):
+        prefix = f"workloads[{i}]"
+        if not isinstance(node, dict):
+            raise SpecError(path, prefix, "expected a mapping with name and kind")
+        kind = node.get("kind")
+        kind_cls = WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
+        schema = dict(_WORKLOAD_COMMON)
+        if kind_cls is not None:
+            schema.update(kind_cls.SCHEMA)
+        w = check_mapping(path, node, prefix, schema)
+        options = {k: _plain(val) for k, val in w.items() if k not in ("name", "kind")}
+        kind_cls.check_options(path, prefix, options)
+        workloads.append(WorkloadSpec(w["name"], w["kind"], options))
+    _unique(path, "workloads", [w.name for w in workloads])
+
+    return CampaignSpec(
+        path=path,
+        name=top["name"],
+        target=target,
+        iterations=top["iterations"],
+        variants=tuple(variants),
+        workloads=tuple(workloads),
+        trace=trace,
+        order=top.get("order", "interleave"),
+        description=str(top.get("description", "")),
+        raw=_plain(doc),
+    )

@@ -1,0 +1,61 @@
+"""Campaign status: which runs of a campaign directory are done, failed or missing."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from lisa_ext.campaign.runner import JOURNAL_NAME, plan_runs
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store import CampaignStore, RunKey
+from lisa_ext.errors import UserError
+
+__all__ = ["CampaignStatus", "campaign_status"]
+
+
+@dataclass
+class CampaignStatus:
+    name: str
+    done: list[RunKey]
+    failed: list[tuple[RunKey, str]]
+    missing: list[RunKey]
+    interrupted: str | None
+    """The run a killed runner left half-done, if any."""
+
+    def render(self) -> str:
+        total = len(self.done) + len(self.failed) + len(self.missing)
+        lines = [f"campaign {self.name}: {len(self.done)} done, {len(self.failed)} failed, "
+                 f"{len(self.missing)} missing (of {total})"]
+        lines += [f"  done     {k}" for k in self.done]
+        lines += [f"  failed   {k}  {err}" for k, err in self.failed]
+        lines += [f"  missing  {k}" for k in self.missing]
+        if self.interrupted:
+            lines.append(f"interrupted during {self.interrupted}: run it again with --resume")
+        return "\n".join(lines)
+
+
+def campaign_status(campaign_dir: str | os.PathLike) -> CampaignStatus:
+    store = CampaignStore(campaign_dir)
+    if not store.spec_copy.is_file():
+        raise UserError(f"{campaign_dir} is not a campaign directory (no campaign.yml)")
+    spec = load_spec(store.spec_copy, check_files=False)
+    results = store.results()
+    done, failed, missing = [], [], []
+    for key in sorted(plan_runs(spec)):
+        r = results.get(key)
+        if r is None:
+            missing.append(key)
+        elif r.status == "ok":
+            done.append(key)
+        else:
+            failed.append((key, r.error or ""))
+    journal = Path(campaign_dir) / JOURNAL_NAME
+    interrupted = None
+    if journal.is_file():
+        try:
+            interrupted = json.loads(journal.read_text() or "{}").get("run")
+        except ValueError:
+            interrupted = "an unknown run"
+    return CampaignStatus(spec.name, done, failed, missing, interrupted)

@@ -1,0 +1,22 @@
+"""Workload kinds a campaign can run: each module is one tool.
+
+A kind declares the spec keys it accepts (``SCHEMA``), the target binaries it
+needs (``TOOLS``), and runs one iteration with :meth:`Workload.run`, leaving
+its raw output in the run directory and returning its metrics.
+"""
+
+from __future__ import annotations
+
+from lisa_ext.campaign.workloads.base import Workload, WorkloadError, RunContext
+from lisa_ext.campaign.workloads.fio import Fio
+from lisa_ext.campaign.workloads.rtapp import RtApp
+
+__all__ = ["WORKLOAD_KINDS", "Workload", "WorkloadError", "RunContext", "make_workload"]
+
+#: spec ``kind`` -> implementation
+WORKLOAD_KINDS: dict[str, type[Workload]] = {cls.KIND: cls for cls in (Fio, RtApp)}
+
+
+def make_workload(spec) -> Workload:
+    """The workload object for a validated :class:`~lisa_ext.campaign.spec.WorkloadSpec`."""
+    return WORKLOAD_KINDS[spec.kind](spec.name, spec.options)

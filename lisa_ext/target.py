@@ -1,0 +1,150 @@
+"""Target configs: load and check a LISA ``target_conf`` YAML, connect, read provenance.
+
+The files in ``target-configs/`` are LISA target_conf files (``lisa/target.py``,
+``TargetConf.STRUCTURE``): a top-level ``target-conf`` mapping and an optional
+``platform-info`` mapping. They are checked here against LISA's own key
+descriptors so that a typo stops before anything runs, with the file, the key
+and the allowed keys in one message. Connection goes through LISA's
+:class:`lisa.target.Target` (devlib underneath), so the host (kind ``host``), an
+SSH board (kind ``linux``) and an Android device (kind ``android``) are driven
+the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+from pathlib import Path
+from typing import Any
+
+from lisa_ext.campaign.schema import load_yaml, type_names
+from lisa_ext.errors import SpecError
+
+__all__ = ["check_target_conf", "connect", "kernel_provenance", "platform_provenance",
+           "tool_versions", "tracefs_root"]
+
+_TOP_KEYS = ("target-conf", "platform-info")
+
+
+def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
+    from lisa.conf import LevelKeyDesc
+
+    if not isinstance(node, dict):
+        raise SpecError(path, prefix, f"expected a mapping ({level.help})")
+    allowed = {kd.name: kd for kd in level.children}
+    for key, value in node.items():
+        dotted = f"{prefix}.{key}"
+        kd = allowed.get(key)
+        if kd is None:
+            raise SpecError(path, dotted, f"unknown key; allowed here: {', '.join(allowed)}")
+        if isinstance(kd, LevelKeyDesc):
+            _check_level(path, value, kd, dotted)
+            continue
+        try:
+            kd.validate_val(value)
+        except (TypeError, ValueError):
+            types = tuple(t if t is not None else type(None) for t in kd.classinfo
+                          if t is None or isinstance(t, type))
+            raise SpecError(path, dotted, f"expected {type_names(types) or 'another type'} "
+                            f"({kd.help}), got {value!r}") from None
+
+
+def check_target_conf(path: str | os.PathLike) -> dict:
+    """Validate a target config file against LISA's structure; return it as plain data."""
+    from lisa_ext.compat import import_lisa
+
+    path = Path(path).resolve()
+    doc = load_yaml(path, "target config")
+    if not isinstance(doc, dict) or "target-conf" not in doc:
+        raise SpecError(path, "target-conf", "missing: a LISA target config has a top-level "
+                        "'target-conf' mapping (and optionally 'platform-info')")
+    for key in doc:
+        if key not in _TOP_KEYS:
+            raise SpecError(path, str(key), f"unknown key; allowed here: {', '.join(_TOP_KEYS)}")
+    lisa_target = import_lisa("lisa.target")
+    _check_level(path, doc["target-conf"], lisa_target.TargetConf.STRUCTURE, "target-conf")
+    if "platform-info" in doc:
+        platinfo = import_lisa("lisa.platforms.platinfo")
+        _check_level(path, doc["platform-info"], platinfo.PlatformInfo.STRUCTURE, "platform-info")
+    kind = doc["target-conf"].get("kind")
+    if kind not in ("host", "linux", "android"):
+        raise SpecError(path, "target-conf.kind", f"{kind!r} is not one of: host, linux, android")
+    return doc
+
+
+def connect(path: str | os.PathLike):
+    """Check a target config and connect to it through LISA; return a :class:`lisa.target.Target`."""
+    from lisa_ext.compat import import_lisa
+
+    check_target_conf(path)
+    lisa_target = import_lisa("lisa.target")
+    conf = lisa_target.TargetConf.from_yaml_map(os.fspath(path))
+    return lisa_target.Target.from_conf(conf)
+
+
+def tracefs_root(target) -> str | None:
+    """The tracefs mount point on ``target`` (with instances support), or None."""
+    for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        if target.file_exists(f"{root}/instances"):
+            return root
+    return None
+
+
+def _read(target, command: str) -> str | None:
+    out = target.execute(f"{command} 2>/dev/null || true", as_root=True, check_exit_code=False)
+    out = out.strip()
+    return out or None
+
+
+def kernel_provenance(target) -> dict:
+    """Kernel release, version, command line and a hash of its config when readable."""
+    release = _read(target, "uname -r")
+    config_hash = _read(
+        target,
+        "{ zcat /proc/config.gz || cat /boot/config-" + shlex.quote(release or "") + "; }"
+        " 2>/dev/null | sha256sum | cut -d' ' -f1 | grep -v '^e3b0c442'")
+    return {
+        "release": release,
+        "version": _read(target, "uname -v"),
+        "machine": _read(target, "uname -m"),
+        "cmdline": _read(target, "cat /proc/cmdline"),
+        "config_sha256": config_hash,
+    }
+
+
+def platform_provenance(target) -> dict:
+    """The parts of LISA's platform info that are cheap and safe to compute.
+
+    Keys such as ``rtapp/calib`` are left out on purpose: computing them runs a
+    calibration that freezes userspace on the target.
+    """
+    info: dict[str, Any] = {"name": target.name, "kind": type(target.target).__name__}
+    plat_info = target.plat_info
+    for key in (["abi"], ["cpus-count"], ["os"], ["numa-nodes-count"], ["kernel", "version"]):
+        try:
+            info["/".join(key)] = str(plat_info.get_nested_key(key, quiet=True))
+        except Exception as exc:  # a key LISA cannot compute on this target
+            info["/".join(key)] = f"unavailable: {type(exc).__name__}"
+    return info
+
+
+def tool_versions(target, tools: list[str]) -> dict:
+    """Versions of the target binaries used, plus the host-side Python stack."""
+    from importlib.metadata import version
+
+    versions: dict[str, Any] = {"python": platform.python_version()}
+    for dist in ("lisa-linux", "devlib", "lisa-ext"):
+        try:
+            versions[dist] = version(dist)
+        except Exception:
+            versions[dist] = None
+    commands = {"trace-cmd": "trace-cmd --version 2>&1 | head -n 2",
+                "fio": "fio --version", "rt-app": "rt-app --version 2>&1 | head -n 1"}
+    for tool in tools:
+        path = target.which(tool)
+        entry = {"path": path}
+        if path and tool in commands:
+            entry["version"] = _read(target, commands[tool])
+        versions[tool] = entry
+    return versions
