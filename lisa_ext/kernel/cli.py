@@ -1,0 +1,93 @@
+"""``lisa-ext kernel check|build VARIANT.yml``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def _check(args: argparse.Namespace) -> int:
+    from lisa_ext.kernel.spec import load_spec
+
+    status = 0
+    for path in args.variants:
+        spec = load_spec(path)
+        print(f"{path}: ok: variant {spec.name!r}, base {spec.base.kind}:{spec.base.location}"
+              f"{' @ ' + spec.base.ref if spec.base.ref else ''}, {len(spec.patches)} patch(es), "
+              f"{len(spec.configs)} config fragment(s), {len(spec.modules)} module(s), {len(spec.knobs)} knob(s)")
+        if args.kconfig:
+            status |= _check_kconfig(spec)
+    return status
+
+
+def _check_kconfig(spec) -> int:
+    """Resolve the config in a scratch build dir (patches not applied) and report misses."""
+    from lisa_ext.kernel.build import _make_env, resolve_config
+    from lisa_ext.kernel.tree import KernelTree, prepare_tree
+
+    tree = prepare_tree(spec.base)
+    with tempfile.TemporaryDirectory(prefix="lisa-ext-kconfig-") as tmp:
+        scratch = KernelTree(tree.key, Path(tmp))
+        (scratch.root / "src").symlink_to(tree.src)
+        log_path = scratch.root / "kconfig.log"
+        with tree.locked(), open(log_path, "w") as log_file:
+            misses = resolve_config(spec, scratch, "x86_64", log_file, _make_env(), log_path)
+    for m in misses:
+        print(f"  config option did not take effect: {m}")
+    if not misses:
+        print(f"  all {sum(1 for _ in spec.configs)} fragment(s) fully honoured by kconfig")
+    return 1 if misses else 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from lisa_ext.kernel.build import build_variant
+
+    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    art = build_variant(args.variant, jobs=args.jobs, force=args.force, log=log)
+    if args.json:
+        d = asdict(art)
+        print(json.dumps(d, indent=2, default=str))
+        return 0
+    print(f"variant {art.name}: {'cached' if art.cached else 'built'} ({art.hash[:12]})")
+    print(f"  directory      {art.directory}")
+    print(f"  bzImage        {art.bzimage}")
+    if art.image_arm64:
+        print(f"  arm64 Image    {art.image_arm64}")
+    print(f"  modules        {art.modules_dir}/lib/modules/{art.release}")
+    print(f"  .config        {art.config}")
+    print(f"  build log      {art.build_log}")
+    print(f"  release        {art.release}")
+    print(f"  uname -v       {art.version_string}")
+    print(f"  build id       {art.build_id}")
+    print(f"  cmdline        {art.cmdline or '(none)'}")
+    for m in art.modules:
+        print(f"  load module    {' '.join(m.modprobe_args())}")
+    for k, v in art.knobs:
+        print(f"  knob           {k} = {v}")
+    for miss in art.config_not_taken:
+        print(f"  warning: config option did not take effect: {miss}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("kernel", help="check and build kernel variants",
+                              description="Kernel variant specs (kernels/<study>/<variant>.yml): validate and build.")
+    sub = p.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND")
+    sub.required = True
+    c = sub.add_parser("check", help="validate variant specs without building")
+    c.add_argument("variants", nargs="+", metavar="VARIANT.yml")
+    c.add_argument("--kconfig", action="store_true",
+                   help="also resolve the config fragments with kconfig and report options that do not take effect")
+    c.set_defaults(func=_check)
+    b = sub.add_parser("build", help="build a variant (or reuse the cached build) and print where the artefacts are")
+    b.add_argument("variant", metavar="VARIANT.yml")
+    b.add_argument("-j", "--jobs", type=int, default=None, help="parallel make jobs (default: CPU count)")
+    b.add_argument("--force", action="store_true", help="rebuild even when the cache has the artefacts")
+    b.add_argument("--json", action="store_true", help="print the artefacts as JSON")
+    b.set_defaults(func=_build)

@@ -1,0 +1,275 @@
+"""Kernel variant specs: one YAML file per variant under ``kernels/<study>/``.
+
+A spec names a base tree, the patches and config fragments applied to it (the
+build inputs, hashed for the artefact cache) and what the board needs at run
+time (cmdline, modules to load, sysfs knobs). Example::
+
+    name: no-iowait-boost
+    description: schedutil with the IO boost capped to 0
+    base: debian                  # or {dir: PATH} or {git: URL, ref: REF}
+    patches:                      # applied in order with `git am` or `patch -p1`
+      - ../patches/0001-cpufreq-schedutil-iowait_boost_cap-tunable.patch
+    configs:                      # merged on top of `make tinyconfig`
+      - ../configs/vboard.config
+    cmdline: cpuidle.governor=teo
+    modules:                      # loaded at boot, in order
+      - name: lisa_emu_cpuidle
+        params: {table: rk3399}
+    knobs:                        # written after boot, in order; globs allowed
+      /sys/devices/system/cpu/cpufreq/policy*/schedutil/iowait_boost_cap: 0
+
+Relative paths are relative to the spec file. Every problem is reported as a
+:class:`~lisa_ext.errors.SpecError` naming the file, the key (with its line)
+and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lisa_ext.errors import SpecError
+
+__all__ = [
+    "BaseTree",
+    "ModuleLoad",
+    "VariantSpec",
+    "load_spec",
+    "DEFAULT_DEBIAN_PACKAGE",
+]
+
+#: the default base tree: Debian's kernel source package, as a tarball in /usr/src
+DEFAULT_DEBIAN_PACKAGE = "linux-source-6.12"
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
+_PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TOP_KEYS = {"name", "description", "base", "patches", "configs", "cmdline", "modules", "knobs", "arm64"}
+
+
+@dataclass(frozen=True)
+class BaseTree:
+    """Where the kernel source comes from: exactly one of the three kinds."""
+
+    kind: str  # "debian", "dir" or "git"
+    location: str  # package name, directory path, or git URL/path
+    ref: str | None = None  # git only
+
+
+@dataclass(frozen=True)
+class ModuleLoad:
+    """A module the board loads at boot (``modprobe NAME k=v ...``)."""
+
+    name: str
+    params: dict[str, str] = field(default_factory=dict)
+
+    def modprobe_args(self) -> list[str]:
+        return [self.name] + [f"{k}={v}" for k, v in self.params.items()]
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """A validated variant spec; paths are absolute."""
+
+    path: Path
+    name: str
+    description: str
+    base: BaseTree
+    patches: tuple[Path, ...]
+    configs: tuple[Path, ...]
+    cmdline: str
+    modules: tuple[ModuleLoad, ...]
+    knobs: tuple[tuple[str, str], ...]
+    arm64: bool
+
+
+def _line(node: Any, key: Any) -> str:
+    """`` (line N)`` for a key of a ruamel mapping/sequence, when known."""
+    try:
+        if isinstance(key, int):
+            return f" (line {node.lc.item(key)[0] + 1})"
+        return f" (line {node.lc.key(key)[0] + 1})"
+    except Exception:
+        return ""
+
+
+def _read_yaml(path: Path) -> Any:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SpecError(path, "(file)", "no such file") from None
+    except OSError as exc:
+        raise SpecError(path, "(file)", f"cannot read: {exc.strerror}") from None
+    try:
+        return YAML(typ="rt").load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(yaml)"
+        raise SpecError(path, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+
+
+def _scalar_str(path: Path, key: str, value: Any) -> str:
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        raise SpecError(path, key, f"expected a string or number, got {value!r}")
+    return str(value)
+
+
+def _existing_file(path: Path, key: str, value: Any) -> Path:
+    if not isinstance(value, str) or not value:
+        raise SpecError(path, key, f"expected a file path, got {value!r}")
+    p = Path(os.path.expanduser(value))
+    p = p if p.is_absolute() else (path.parent / p)
+    if not p.is_file():
+        raise SpecError(path, key, f"file {value!r} not found (looked for {p})")
+    return p.resolve()
+
+
+def _parse_base(path: Path, doc: Any) -> BaseTree:
+    raw = doc.get("base", "debian")
+    key = "base" + _line(doc, "base")
+    if raw == "debian":
+        return BaseTree("debian", DEFAULT_DEBIAN_PACKAGE)
+    if not isinstance(raw, dict):
+        raise SpecError(path, key, f"expected 'debian' or a mapping with one of debian/dir/git, got {raw!r}")
+    kinds = [k for k in ("debian", "dir", "git") if k in raw]
+    unknown = sorted(set(raw) - {"debian", "dir", "git", "ref"})
+    if unknown:
+        raise SpecError(path, f"base.{unknown[0]}" + _line(raw, unknown[0]), "unknown key (allowed: debian, dir, git, ref)")
+    if len(kinds) != 1:
+        raise SpecError(path, key, "expected exactly one of debian, dir, git")
+    kind = kinds[0]
+    sub = f"base.{kind}" + _line(raw, kind)
+    value = raw[kind]
+    if kind == "debian":
+        name = _scalar_str(path, sub, value)
+        if not re.fullmatch(r"linux-source-[0-9.]+", name):
+            raise SpecError(path, sub, f"expected a Debian package like {DEFAULT_DEBIAN_PACKAGE}, got {name!r}")
+        if "ref" in raw:
+            raise SpecError(path, "base.ref" + _line(raw, "ref"), "only allowed with base.git")
+        return BaseTree("debian", name)
+    if kind == "dir":
+        if "ref" in raw:
+            raise SpecError(path, "base.ref" + _line(raw, "ref"), "only allowed with base.git")
+        d = Path(os.path.expanduser(_scalar_str(path, sub, value)))
+        d = d if d.is_absolute() else path.parent / d
+        if not (d / "Makefile").is_file() or not (d / "Kconfig").is_file():
+            raise SpecError(path, sub, f"{d} is not a kernel source tree (no Makefile/Kconfig)")
+        return BaseTree("dir", str(d.resolve()))
+    url = _scalar_str(path, sub, value)
+    if "ref" not in raw:
+        raise SpecError(path, key, "base.git needs a ref (tag, branch or commit)")
+    ref = _scalar_str(path, "base.ref" + _line(raw, "ref"), raw["ref"])
+    local = Path(os.path.expanduser(url))
+    if not local.is_absolute() and "://" not in url and ":" not in url:
+        local = path.parent / local
+        url = str(local.resolve()) if local.exists() else url
+    return BaseTree("git", url, ref)
+
+
+def _parse_paths(path: Path, doc: Any, key: str, suffixes: tuple[str, ...]) -> tuple[Path, ...]:
+    raw = doc.get(key, [])
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(path, key + _line(doc, key), f"expected a list of files, got {raw!r}")
+    out = []
+    for i, item in enumerate(raw):
+        p = _existing_file(path, f"{key}[{i}]" + _line(raw, i), item)
+        if suffixes and not p.name.endswith(suffixes):
+            raise SpecError(path, f"{key}[{i}]" + _line(raw, i), f"expected a {' or '.join(suffixes)} file, got {p.name!r}")
+        out.append(p)
+    return tuple(out)
+
+
+def _parse_modules(path: Path, doc: Any) -> tuple[ModuleLoad, ...]:
+    raw = doc.get("modules", [])
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(path, "modules" + _line(doc, "modules"), "expected a list of {name, params}")
+    out = []
+    for i, item in enumerate(raw):
+        key = f"modules[{i}]" + _line(raw, i)
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or "name" not in item:
+            raise SpecError(path, key, f"expected a module name or {{name: ..., params: {{...}}}}, got {item!r}")
+        extra = sorted(set(item) - {"name", "params"})
+        if extra:
+            raise SpecError(path, f"{key}.{extra[0]}", "unknown key (allowed: name, params)")
+        name = _scalar_str(path, f"{key}.name", item["name"])
+        if not _PARAM_RE.match(name):
+            raise SpecError(path, f"{key}.name", f"not a module name: {name!r}")
+        params = item.get("params") or {}
+        if not isinstance(params, dict):
+            raise SpecError(path, f"{key}.params", f"expected a mapping of parameter: value, got {params!r}")
+        clean = {}
+        for k, v in params.items():
+            if not isinstance(k, str) or not _PARAM_RE.match(k):
+                raise SpecError(path, f"{key}.params.{k}", "not a module parameter name")
+            value = _scalar_str(path, f"{key}.params.{k}", v)
+            if any(c.isspace() for c in value):
+                raise SpecError(path, f"{key}.params.{k}", f"value must not contain spaces: {value!r}")
+            clean[k] = value
+        out.append(ModuleLoad(name, clean))
+    return tuple(out)
+
+
+def _parse_knobs(path: Path, doc: Any) -> tuple[tuple[str, str], ...]:
+    raw = doc.get("knobs", {})
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise SpecError(path, "knobs" + _line(doc, "knobs"), "expected a mapping of /sys or /proc path: value")
+    out = []
+    for k, v in raw.items():
+        key = f"knobs.{k}" + _line(raw, k)
+        if not isinstance(k, str) or not k.startswith(("/sys/", "/proc/sys/")):
+            raise SpecError(path, key, "a knob must be an absolute path under /sys/ or /proc/sys/")
+        if ".." in k.split("/"):
+            raise SpecError(path, key, "'..' is not allowed in a knob path")
+        out.append((k, _scalar_str(path, key, v)))
+    return tuple(out)
+
+
+def load_spec(path: str | os.PathLike) -> VariantSpec:
+    """Load and validate a variant spec; raise SpecError on the first problem."""
+    p = Path(path).absolute()
+    doc = _read_yaml(p)
+    if not isinstance(doc, dict):
+        raise SpecError(p, "(top level)", "expected a mapping with at least 'name'")
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise SpecError(p, unknown[0] + _line(doc, unknown[0]), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    if "name" not in doc:
+        raise SpecError(p, "name", "missing: every variant needs a name")
+    name = _scalar_str(p, "name" + _line(doc, "name"), doc["name"])
+    if not _NAME_RE.match(name):
+        raise SpecError(p, "name" + _line(doc, "name"), f"expected lowercase letters, digits, '.', '_' or '-' (max 40), got {name!r}")
+    description = doc.get("description") or ""
+    cmdline = doc.get("cmdline") or ""
+    if not isinstance(cmdline, str) or "\n" in cmdline.strip():
+        raise SpecError(p, "cmdline" + _line(doc, "cmdline"), "expected a one-line string of kernel parameters")
+    arm64 = doc.get("arm64", True)
+    if not isinstance(arm64, bool):
+        raise SpecError(p, "arm64" + _line(doc, "arm64"), f"expected true or false, got {arm64!r}")
+    configs = _parse_paths(p, doc, "configs", (".config", ".cfg", ".fragment"))
+    if not configs:
+        raise SpecError(p, "configs", "at least one config fragment is needed (e.g. ../configs/vboard.config)")
+    return VariantSpec(
+        path=p,
+        name=name,
+        description=str(description),
+        base=_parse_base(p, doc),
+        patches=_parse_paths(p, doc, "patches", (".patch", ".mbox", ".diff", ".eml")),
+        configs=configs,
+        cmdline=" ".join(cmdline.split()),
+        modules=_parse_modules(p, doc),
+        knobs=_parse_knobs(p, doc),
+        arm64=arm64,
+    )
