@@ -18,6 +18,7 @@
  * copy. All reads are bounds checked: damage stops the affected stream with
  * a warning naming the file offset; everything decoded before it is kept.
  */
+#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -27,6 +28,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -38,11 +41,13 @@ typedef struct {
     PyObject_HEAD
     char *data;
     Py_ssize_t len;
+    size_t mapped; /* size of the anonymous mapping holding data */
 } BufferObject;
 
 static void Buffer_dealloc(BufferObject *self)
 {
-    free(self->data);
+    if (self->data)
+        munmap(self->data, self->mapped);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -74,26 +79,41 @@ static PyTypeObject BufferType = {
 };
 
 /* ------------------------------------------------------------------ */
-/* Growable byte vector.                                                */
+/* Growable byte vector in its own anonymous mapping: growing it is a     */
+/* mremap (no copy), and large ones use transparent huge pages so that    */
+/* filling hundreds of MiB costs few page faults.                         */
 
 typedef struct {
     char *p;
     size_t len, cap;
 } Vec;
 
-static int vec_reserve(Vec *v, size_t extra)
+#define VEC_MIN (64 * 1024)
+#define VEC_HUGE (4u << 20)
+
+static int vec_grow(Vec *v, size_t need)
 {
-    if (v->len + extra <= v->cap)
-        return 0;
-    size_t cap = v->cap ? v->cap : 4096;
-    while (cap < v->len + extra)
+    size_t cap = v->cap ? v->cap : VEC_MIN;
+    while (cap < need)
         cap *= 2;
-    char *p = realloc(v->p, cap);
-    if (!p)
+    void *p = v->p ? mremap(v->p, v->cap, cap, MREMAP_MAYMOVE)
+                   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
         return -1;
+#ifdef MADV_HUGEPAGE
+    if (0 && cap >= VEC_HUGE)
+        madvise(p, cap, MADV_HUGEPAGE);
+#endif
     v->p = p;
     v->cap = cap;
     return 0;
+}
+
+static inline int vec_reserve(Vec *v, size_t extra)
+{
+    if (v->len + extra <= v->cap)
+        return 0;
+    return vec_grow(v, v->len + extra);
 }
 
 /* Hot path appends: callers reserve first. */
@@ -104,13 +124,9 @@ static PyObject *vec_to_buffer(Vec *v)
     BufferObject *b = PyObject_New(BufferObject, &BufferType);
     if (!b)
         return NULL;
-    if (v->len && v->len < v->cap) {
-        char *p = realloc(v->p, v->len);
-        if (p)
-            v->p = p;
-    }
     b->data = v->p;
     b->len = (Py_ssize_t)v->len;
+    b->mapped = v->cap;
     v->p = NULL;
     v->len = v->cap = 0;
     return (PyObject *)b;
@@ -118,7 +134,8 @@ static PyObject *vec_to_buffer(Vec *v)
 
 static void vec_free(Vec *v)
 {
-    free(v->p);
+    if (v->p)
+        munmap(v->p, v->cap);
     v->p = NULL;
     v->len = v->cap = 0;
 }
@@ -170,8 +187,10 @@ typedef struct {
     uint64_t off, end;       /* remaining region of the file */
     uint32_t chunks_left;
     int chunk_header_read;
-    uint8_t *buf;            /* current block of whole pages */
-    size_t buf_cap, buf_len;
+    uint8_t *own;            /* decompressed block, owned */
+    size_t own_cap;
+    const uint8_t *buf;      /* current block of whole pages (own, or the file mapping) */
+    size_t buf_len;
     uint64_t buf_file_off;   /* file offset of buf (uncompressed) or of its chunk */
     size_t page_at;          /* offset of the current page in buf */
     const uint8_t *data;     /* current page's event data */
@@ -195,6 +214,9 @@ typedef struct {
     uint8_t *cbuf; size_t cbuf_cap;
     ZSTD_DCtx *zctx;
     size_t block_pages;
+    const uint8_t *map;      /* whole file mapped read-only (uncompressed data), or NULL */
+    uint64_t map_len;
+    long host_page;
 } Decoder;
 
 static void warn(Decoder *d, const char *fmt, ...)
@@ -246,24 +268,21 @@ static int ensure_cap(uint8_t **buf, size_t *cap, size_t n)
 static int load_block(Decoder *d, Cursor *c)
 {
     if (c->comp == COMP_NONE) {
+        /* Give back the pages of the block just decoded: keeps the file out of our RSS. */
+        if (c->buf && c->buf_len) {
+            uintptr_t lo = ((uintptr_t)c->buf + d->host_page - 1) & ~(uintptr_t)(d->host_page - 1);
+            uintptr_t hi = ((uintptr_t)c->buf + c->buf_len) & ~(uintptr_t)(d->host_page - 1);
+            if (hi > lo)
+                madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
+        c->buf = NULL;
+        c->buf_len = 0;
         if (c->off >= c->end)
             return 0;
         uint64_t want = (uint64_t)d->page_size * d->block_pages;
         if (want > c->end - c->off)
             want = c->end - c->off;
-        if (ensure_cap(&c->buf, &c->buf_cap, want) < 0) {
-            warn(d, "cpu %d: out of memory for a %llu-byte block", c->cpu, (unsigned long long)want);
-            return 0;
-        }
-        size_t got;
-        if (read_full(c->fd, c->buf, want, c->off, &got) < 0 || got < want) {
-            warn(d, "cpu %d: file truncated: expected %llu bytes of trace data at offset %llu, got %zu",
-                 c->cpu, (unsigned long long)(c->end - c->off), (unsigned long long)c->off, got);
-            c->end = c->off + got; /* decode what is there, then stop */
-            want = got;
-            if (!got)
-                return 0;
-        }
+        c->buf = d->map + c->off;
         c->buf_len = want;
         c->buf_file_off = c->off;
         c->off += want;
@@ -302,7 +321,7 @@ static int load_block(Decoder *d, Cursor *c)
         return 0;
     }
     if (ensure_cap(&d->cbuf, &d->cbuf_cap, csize ? csize : 1) < 0 ||
-        ensure_cap(&c->buf, &c->buf_cap, usize ? usize : 1) < 0) {
+        ensure_cap(&c->own, &c->own_cap, usize ? usize : 1) < 0) {
         warn(d, "cpu %d: out of memory for chunk at offset %llu", c->cpu, (unsigned long long)chunk_off);
         return 0;
     }
@@ -313,7 +332,7 @@ static int load_block(Decoder *d, Cursor *c)
     }
     size_t out = 0;
     if (c->comp == COMP_ZSTD) {
-        size_t r = ZSTD_decompressDCtx(d->zctx, c->buf, usize, d->cbuf, csize);
+        size_t r = ZSTD_decompressDCtx(d->zctx, c->own, usize, d->cbuf, csize);
         if (ZSTD_isError(r)) {
             warn(d, "cpu %d: zstd chunk at offset %llu does not decompress: %s", c->cpu,
                  (unsigned long long)chunk_off, ZSTD_getErrorName(r));
@@ -322,7 +341,7 @@ static int load_block(Decoder *d, Cursor *c)
         out = r;
     } else {
         uLongf dl = usize;
-        int r = uncompress(c->buf, &dl, d->cbuf, csize);
+        int r = uncompress(c->own, &dl, d->cbuf, csize);
         if (r != Z_OK) {
             warn(d, "cpu %d: zlib chunk at offset %llu does not decompress (error %d)", c->cpu,
                  (unsigned long long)chunk_off, r);
@@ -335,6 +354,7 @@ static int load_block(Decoder *d, Cursor *c)
              (unsigned long long)chunk_off, out, usize);
     c->off += 8 + (uint64_t)csize;
     c->chunks_left--;
+    c->buf = c->own;
     c->buf_len = out;
     c->buf_file_off = chunk_off;
     return 1;
@@ -533,6 +553,65 @@ static inline int put_str(Vec *dv, Vec *ov, int32_t *count, const uint8_t *s, si
     return 0;
 }
 
+/* A NUL-terminated string of at most max bytes (char[N] fields): copied and
+ * scanned in one pass, 8 bytes at a time. */
+static inline int put_cstr(Vec *dv, Vec *ov, int32_t *count, const uint8_t *s, uint32_t max)
+{
+    if ((uint64_t)*count + max > INT32_MAX)
+        return -1;
+    if (vec_reserve(dv, (size_t)max + 8) < 0 || vec_reserve(ov, 4) < 0)
+        return -2;
+    uint8_t *dst = (uint8_t *)dv->p + dv->len;
+    uint32_t n = 0;
+    uint64_t high = 0;
+    while (n + 8 <= max) {
+        uint64_t w;
+        memcpy(&w, s + n, 8);
+        memcpy(dst + n, &w, 8);
+        uint64_t zero = (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL;
+        if (zero) {
+            uint32_t k = (uint32_t)(__builtin_ctzll(zero) >> 3);
+            high |= w & ((k ? (~0ULL >> (64 - 8 * k)) : 0) & 0x8080808080808080ULL);
+            n += k;
+            goto done;
+        }
+        high |= w & 0x8080808080808080ULL;
+        n += 8;
+    }
+    while (n < max && s[n]) {
+        dst[n] = s[n];
+        high |= s[n] & 0x80;
+        n++;
+    }
+done:
+    if (high)
+        sanitize_utf8(dst, n);
+    dv->len += n;
+    *count += (int32_t)n;
+    VEC_PUT(ov, count, 4);
+    return 0;
+}
+
+/* A string known to be valid UTF-8 (task comms, prepared in Python). */
+static inline int put_trusted(Vec *dv, Vec *ov, int32_t *count, const char *s, size_t n)
+{
+    if ((uint64_t)*count + n > INT32_MAX)
+        return -1;
+    if (vec_reserve(dv, n + 8) < 0 || vec_reserve(ov, 4) < 0)
+        return -2;
+    char *dst = dv->p + dv->len;
+    if (n <= 16) {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = s[i];
+    } else {
+        memcpy(dst, s, n);
+    }
+    dv->len += n;
+    *count += (int32_t)n;
+    VEC_PUT(ov, count, 4);
+    return 0;
+}
+
 static inline int put_list(Column *col, const uint8_t *s, size_t nbytes)
 {
     size_t nelem = nbytes / col->elem;
@@ -571,9 +650,18 @@ static inline int dyn_range(const Column *col, const uint8_t *rec, uint32_t rec_
     return 0;
 }
 
+static int offsets_init(Vec *o);
+
 static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const uint8_t *rec, uint32_t rec_len)
 {
     int32_t pid = 0;
+    if (!s->rows) { /* offsets buffers start with 0; created lazily so unused events cost nothing */
+        if (!s->comm_o.len && offsets_init(&s->comm_o) < 0)
+            return -2;
+        for (int i = 0; i < s->ncols; i++)
+            if (s->cols[i].kind != K_INT && !s->cols[i].o.len && offsets_init(&s->cols[i].o) < 0)
+                return -2;
+    }
     if (s->pid_offset + s->pid_size <= rec_len)
         pid = (int32_t)rdn(rec + s->pid_offset, s->pid_size);
     if (vec_reserve(&s->ts, 8) < 0 || vec_reserve(&s->cpu, 4) < 0 || vec_reserve(&s->pid, 4) < 0)
@@ -597,7 +685,7 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
         comm = "<...>";
         clen = 5;
     }
-    int r = put_str(&s->comm_d, &s->comm_o, &s->comm_count, (const uint8_t *)comm, clen);
+    int r = put_trusted(&s->comm_d, &s->comm_o, &s->comm_count, comm, clen);
     if (r < 0)
         return r;
 
@@ -608,24 +696,28 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
         case K_INT:
             if (vec_reserve(&col->a, 8) < 0)
                 return -2;
-            if (col->offset + col->size <= rec_len)
-                memcpy(col->a.p + col->a.len, rec + col->offset, col->size);
-            else
+            if (col->offset + col->size <= rec_len) {
+                char *dst = col->a.p + col->a.len;
+                const uint8_t *src = rec + col->offset;
+                switch (col->size) { /* constant sizes: plain moves, no memcpy call */
+                case 1: *dst = (char)*src; break;
+                case 2: memcpy(dst, src, 2); break;
+                case 4: memcpy(dst, src, 4); break;
+                default: memcpy(dst, src, 8); break;
+                }
+            } else {
                 memset(col->a.p + col->a.len, 0, col->size);
+            }
             col->a.len += col->size;
             break;
-        case K_STR_FIXED:
+        case K_STR_FIXED: {
             start = col->offset;
-            len = 0;
-            if (start < rec_len) {
-                uint32_t max = col->size < rec_len - start ? col->size : rec_len - start;
-                const uint8_t *z = memchr(rec + start, 0, max);
-                len = z ? (uint32_t)(z - (rec + start)) : max;
-            }
-            r = put_str(&col->a, &col->o, &col->count, rec + start, len);
+            uint32_t max = start < rec_len ? (col->size < rec_len - start ? col->size : rec_len - start) : 0;
+            r = put_cstr(&col->a, &col->o, &col->count, rec + start, max);
             if (r < 0)
                 return r;
             break;
+        }
         case K_STR_DYN:
         case K_STR_REST:
             if (col->kind == K_STR_DYN) {
@@ -700,6 +792,8 @@ static int offsets_init(Vec *o)
 
 static PyObject *slot_result(Slot *s)
 {
+    if (!s->rows)
+        return Py_BuildValue("{s:i}", "rows", 0);
     PyObject *cols = PyList_New(s->ncols);
     if (!cols)
         return NULL;
@@ -802,6 +896,21 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto out;
     }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+        goto out;
+    }
+    dp->map_len = (uint64_t)st.st_size;
+    dp->host_page = sysconf(_SC_PAGESIZE);
+    if (comp == COMP_NONE && dp->map_len) {
+        void *m = mmap(NULL, dp->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+            goto out;
+        }
+        dp->map = m;
+    }
     for (Py_ssize_t i = 0; i < nstreams; i++) {
         PyObject *t = PySequence_GetItem(streams_o, i);
         unsigned long long off, size;
@@ -816,6 +925,14 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
         cur[i].comp = comp;
         cur[i].off = off;
         cur[i].end = off + size;
+        if (off > dp->map_len || size > dp->map_len - off) {
+            uint64_t have = off > dp->map_len ? 0 : dp->map_len - off;
+            warn(dp, "cpu %d: file truncated: %llu bytes of trace data expected at offset %llu, "
+                     "the file has %llu", cpu, size, off, (unsigned long long)have);
+            cur[i].end = off + have;
+            if (comp == COMP_NONE) /* decode whole pages only */
+                cur[i].end = off + have - have % page_size;
+        }
     }
     for (Py_ssize_t i = 0; i < nslots; i++) {
         PyObject *t = PySequence_GetItem(slots_o, i), *fields;
@@ -860,17 +977,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
                 PyErr_Format(PyExc_ValueError, "bad column description for event id %d", s->id);
                 goto out;
             }
-            if (col->kind != K_INT && offsets_init(&col->o) < 0) {
-                Py_DECREF(t);
-                PyErr_NoMemory();
-                goto out;
-            }
         }
         Py_DECREF(t);
-        if (offsets_init(&s->comm_o) < 0) {
-            PyErr_NoMemory();
-            goto out;
-        }
     }
 
     int64_t first_ts = -1, last_ts = -1;
@@ -989,7 +1097,7 @@ out:
     Py_XDECREF(warnings);
     if (cur)
         for (Py_ssize_t i = 0; i < nstreams; i++)
-            free(cur[i].buf);
+            free(cur[i].own);
     free(cur);
     free(per_stream);
     if (slots)
@@ -999,6 +1107,8 @@ out:
     free(by_id);
     free(id_counts);
     free(dp->cbuf);
+    if (dp->map)
+        munmap((void *)dp->map, dp->map_len);
     if (dp->zctx)
         ZSTD_freeDCtx(dp->zctx);
     free(dp);

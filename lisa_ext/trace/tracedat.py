@@ -768,8 +768,10 @@ def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) 
     chosen = _select(info, events)
     plans = {}
     slots = []
+    plan_warnings: dict[str, list[str]] = {}
     for name, fmt in chosen.items():
-        cols = _plan_columns(fmt, info.long_size, warnings, info.path)
+        plan_warnings[name] = []
+        cols = _plan_columns(fmt, info.long_size, plan_warnings[name], info.path)
         if _is_bprint(fmt):
             fmt_field = fmt.field("fmt")
             buf_field = fmt.field("buf")
@@ -792,6 +794,18 @@ def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) 
     for (name, (fmt, cols)), res in zip(plans.items(), out["slots"]):
         rows = res["rows"]
         if events is None and not rows:
+            continue
+        warnings.extend(plan_warnings[name])  # only for events actually returned
+        if not rows:
+            schema = pa.schema(
+                [("__timestamp", pa.int64()), ("__cpu", pa.int32()), ("__pid", pa.int32()), ("__comm", pa.string())]
+                + [(c.name, c.arrow_type) for c in cols]
+            )
+            table = schema.empty_table()
+            if _is_bprint(fmt):
+                table = table.set_column(table.schema.get_field_index("fmt"), "fmt", pa.array([], pa.string()))
+                table = table.set_column(table.schema.get_field_index("buf"), "buf", pa.array([], pa.string()))
+            tables[name] = table
             continue
         arrays = [
             pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(res["ts"])]),
