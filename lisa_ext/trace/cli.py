@@ -1,0 +1,163 @@
+"""``lisa-ext trace``: convert traces to parquet, print event counts.
+
+* ``lisa-ext trace convert TRACE -o DIR`` writes ``DIR/<event>.parquet`` (one
+  typed table per event, columns as in :mod:`lisa_ext.trace.tables`) and
+  ``DIR/meta.json`` (cpus, clock, file version, event counts, files written).
+* ``lisa-ext trace stats TRACE [--json]`` prints the number of records per
+  event; the JSON shape is ``{"events": {"sched_switch": N, ...}, "cpus": N}``.
+
+trace.dat files go through the native decoder (:mod:`lisa_ext.trace.tracedat`);
+text and systrace files through :func:`lisa_ext.trace.read_trace`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+
+__all__ = ["register", "convert", "stats", "event_file_name"]
+
+META_FILE = "meta.json"
+
+
+def event_file_name(event: str) -> str:
+    """Parquet file name of an event ("sched:sched_switch" -> "sched__sched_switch.parquet")."""
+    return re.sub(r"[^\w.-]", "_", event.replace(":", "__")) + ".parquet"
+
+
+def _is_tracedat(path: str) -> bool:
+    from lisa_ext.trace.tracedat import MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _read(path: str, events):
+    if _is_tracedat(path):
+        from lisa_ext.trace.tracedat import read_tracedat
+
+        return read_tracedat(path, events)
+    from lisa_ext.trace import read_trace
+
+    return read_trace(path, events, cache=False)
+
+
+def _prepare_out_dir(out: Path) -> None:
+    """Create DIR, or reuse one holding an earlier conversion (its files are replaced)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    previous = out / META_FILE
+    if previous.exists():
+        try:
+            old = json.loads(previous.read_text())
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{previous}: unreadable meta.json of an earlier conversion ({exc})") from None
+        for name in (old.get("files") or {}).values():
+            if name == os.path.basename(name) and name.endswith(".parquet"):
+                (out / name).unlink(missing_ok=True)
+        previous.unlink()
+    elif any(out.iterdir()):
+        raise UserError(f"{out}: directory is not empty and holds no earlier conversion; choose a new one")
+
+
+def convert(path: str | os.PathLike, out_dir: str | os.PathLike, events=None,
+            compression: str = "zstd", threads: int | None = None) -> dict:
+    """Write one parquet file per event and meta.json; returns the meta written."""
+    import pyarrow.parquet as pq
+
+    path = os.fspath(path)
+    out = Path(out_dir)
+    tables = _read(path, events)
+    _prepare_out_dir(out)
+    files = {event: event_file_name(event) for event in tables.tables}
+
+    def write(event: str):
+        # Large tables first keeps the two writers busy; parquet encoding releases the GIL.
+        pq.write_table(tables.tables[event], out / files[event], compression=compression)
+
+    order = sorted(files, key=lambda e: -tables.tables[e].nbytes)
+    workers = threads or min(4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in pool.map(write, order):
+            pass
+    meta = dict(tables.meta)
+    meta["files"] = files
+    meta["rows"] = {event: t.num_rows for event, t in tables.tables.items()}
+    (out / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return meta
+
+
+def stats(path: str | os.PathLike) -> dict:
+    """``{"events": {name: count}, "cpus": n, ...}`` for any supported trace file."""
+    path = os.fspath(path)
+    if _is_tracedat(path):
+        from lisa_ext.trace.tracedat import count_events
+
+        return count_events(path)
+    tables = _read(path, None)
+    meta = dict(tables.meta)
+    return {"events": dict(meta.pop("event_counts")), "cpus": meta.pop("cpus"), **meta}
+
+
+def _print_warnings(meta: dict) -> None:
+    for warning in meta.get("warnings") or []:
+        print(f"lisa-ext trace: warning: {warning}", file=sys.stderr)
+
+
+def _cmd_convert(args) -> int:
+    events = [e for part in args.events for e in part.split(",") if e] if args.events else None
+    meta = convert(args.trace, args.output, events, compression=args.compression)
+    _print_warnings(meta)
+    total = sum(meta["rows"].values())
+    print(f"{args.trace}: {total} events in {len(meta['files'])} tables -> {args.output}")
+    return 0
+
+
+def _cmd_stats(args) -> int:
+    result = stats(args.trace)
+    _print_warnings(result)
+    if args.json:
+        print(json.dumps({"events": result["events"], "cpus": result["cpus"]}, indent=2))
+        return 0
+    width = max([len(e) for e in result["events"]] + [5])
+    for event, n in sorted(result["events"].items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"{event:<{width}}  {n:>12,}")
+    print(f"{'total':<{width}}  {sum(result['events'].values()):>12,}")
+    extra = [f"cpus={result['cpus']}"]
+    for key in ("clock", "file_version", "compression"):
+        if result.get(key) is not None:
+            extra.append(f"{key}={result[key]}")
+    print("  ".join(extra))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("trace", help="convert trace.dat / text traces to Arrow tables",
+                              description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    c = sub.add_parser("convert", help="write one parquet file per event plus meta.json")
+    c.add_argument("trace", help="trace.dat (v6/v7), ftrace text or systrace HTML")
+    c.add_argument("-o", "--output", required=True, help="output directory")
+    c.add_argument("-e", "--events", action="append",
+                   help="events to convert (comma separated, repeatable); default: all recorded")
+    c.add_argument("--compression", default="zstd", choices=["zstd", "snappy", "lz4", "gzip", "none"],
+                   help="parquet compression (default: zstd)")
+    c.set_defaults(func=_cmd_convert)
+
+    s = sub.add_parser("stats", help="print the number of records per event")
+    s.add_argument("trace", help="trace.dat (v6/v7), ftrace text or systrace HTML")
+    s.add_argument("--json", action="store_true", help='print {"events": {...}, "cpus": N}')
+    s.set_defaults(func=_cmd_stats)
