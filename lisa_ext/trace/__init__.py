@@ -1,0 +1,120 @@
+"""Trace ingestion: trace.dat, ftrace text and systrace HTML -> Arrow tables -> LISA.
+
+* :func:`read_trace` reads any supported file into a
+  :class:`~lisa_ext.trace.tables.TraceTables` (one typed Arrow table per
+  event), choosing the reader from the file's content: trace.dat
+  (:mod:`lisa_ext.trace.tracedat`), systrace HTML
+  (:mod:`lisa_ext.trace.systrace`) or text (:mod:`lisa_ext.trace.text`).
+* :func:`load_trace` returns a real :class:`lisa.trace.Trace` on top of it,
+  through :class:`lisa_ext.trace.lisa_parser.LisaExtTraceParser`, so every
+  LISA analysis runs on it unchanged.
+
+Both use the parquet cache of :mod:`lisa_ext.trace.cache` (keyed by the
+file's content), so loading a trace a second time costs a small fraction of
+the first. Importing this package is cheap: pyarrow, pandas and LISA are
+imported by the functions that need them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Iterable
+
+from lisa_ext.errors import UserError
+
+if TYPE_CHECKING:
+    from lisa.trace import Trace
+
+    from lisa_ext.trace.tables import TraceTables
+
+__all__ = ["read_trace", "load_trace", "detect_format"]
+
+_TRACEDAT_MAGIC = b"\x17\x08\x44tracing"
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """``"tracedat"``, ``"systrace"`` or ``"text"``, from the first bytes of the file."""
+    from lisa_ext.trace.systrace import looks_like_systrace
+    from lisa_ext.trace.text import looks_like_text_trace
+
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror}") from exc
+    if head.startswith(_TRACEDAT_MAGIC):
+        return "tracedat"
+    if looks_like_systrace(head):
+        return "systrace"
+    if looks_like_text_trace(head):
+        return "text"
+    raise UserError(
+        f"{path}: not a trace: expected a trace-cmd trace.dat (magic \\x17\\x08Dtracing), "
+        "ftrace text or systrace HTML at offset 0"
+    )
+
+
+def _read_uncached(path: str, fmt: str, events: Iterable[str] | None) -> "TraceTables":
+    if fmt == "tracedat":
+        from lisa_ext.trace.tracedat import read_tracedat
+
+        return read_tracedat(path, events=events)
+    if fmt == "systrace":
+        from lisa_ext.trace.systrace import read_systrace
+
+        return read_systrace(path, events=events)
+    from lisa_ext.trace.text import read_text
+
+    return read_text(path, events=events)
+
+
+def read_trace(
+    path: str | os.PathLike, events: Iterable[str] | None = None, *, cache: bool = True
+) -> "TraceTables":
+    """Read a trace file into one typed Arrow table per event.
+
+    :param path: trace.dat (versions 6 and 7), tracefs / ``trace-cmd report``
+        text, or systrace/atrace HTML.
+    :param events: event names to return; all when ``None``. A requested event
+        absent from the file raises :class:`~lisa_ext.errors.UserError`.
+    :param cache: serve from / store in the content-keyed parquet cache
+        (:mod:`lisa_ext.trace.cache`). The cache always holds every event of
+        the file, so a later call asking for other events is served too.
+    """
+    from lisa_ext.trace import cache as trace_cache
+
+    path = os.fspath(path)
+    fmt = detect_format(path)
+    if not cache:
+        return _read_uncached(path, fmt, events)
+    entry = trace_cache.TraceCacheEntry.for_file(path)
+    tables = entry.load(events)
+    if tables is None:
+        tables = _read_uncached(path, fmt, None)
+        entry.store(tables)
+        tables = entry.select(tables, events)
+    return tables
+
+
+def load_trace(path: str | os.PathLike, *, cache: bool = True, **kwargs: Any) -> "Trace":
+    """Load a trace as a :class:`lisa.trace.Trace`, the fast, cached way.
+
+    :param path: any file :func:`read_trace` reads.
+    :param cache: use the parquet cache (see :func:`read_trace`).
+    :param kwargs: forwarded to :class:`lisa.trace.Trace` (``events``,
+        ``normalize_time``, ``plat_info``, ...). LISA's own on-disk swap is off
+        unless ``enable_swap=True`` is passed: our cache plays that role and
+        LISA would otherwise write a hidden directory next to the trace.
+    """
+    import functools
+
+    from lisa_ext.compat import import_lisa
+    from lisa_ext.trace.lisa_parser import LisaExtTraceParser
+
+    lisa_trace = import_lisa("lisa.trace")
+    path = os.fspath(path)
+    detect_format(path)  # a clear error before LISA wraps it
+    kwargs.setdefault("enable_swap", False)
+    parser = LisaExtTraceParser if cache else functools.partial(LisaExtTraceParser, cache=False)
+    return lisa_trace.Trace(path, parser=parser, **kwargs)

@@ -1,0 +1,175 @@
+"""Parquet cache of converted traces, keyed by the content of the trace file.
+
+A trace is converted once; later loads read one parquet file per event
+(memory-mapped) instead of decoding the trace again. The key is the SHA-256 of
+the file's bytes plus :data:`CACHE_FORMAT` (bumped whenever a reader's output
+changes), so a file modified in place, or another file at the same path, is
+never served stale, and copies of one trace share an entry.
+
+Layout, under ``$LISA_EXT_CACHE`` or ``~/.cache/lisa-ext/traces``::
+
+    <key[:2]>/<key>/meta.json          TraceTables.meta and the event -> file map
+    <key[:2]>/<key>/events/<n>.parquet one table per event (+ ``__line`` for text)
+
+Entries are written to a temporary directory renamed into place, so a crash or
+a concurrent writer never leaves a half-written entry behind. Nothing is
+evicted automatically: remove the directory (or call :func:`clear`) to reclaim
+space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+from lisa_ext.errors import UserError
+
+if TYPE_CHECKING:
+    from lisa_ext.trace.tables import TraceTables
+
+__all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "clear"]
+
+#: Version of what is stored; part of every key.
+CACHE_FORMAT = "lisa-ext-traces-1"
+_LINE_COLUMN = "__line"
+
+
+def cache_dir() -> Path:
+    """Root of the cache: ``$LISA_EXT_CACHE`` if set, else ``~/.cache/lisa-ext/traces``."""
+    env = os.environ.get("LISA_EXT_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "lisa-ext" / "traces"
+
+
+def content_key(path: str | os.PathLike) -> str:
+    """SHA-256 of the file's content and of :data:`CACHE_FORMAT`, as hex."""
+    digest = hashlib.sha256(CACHE_FORMAT.encode())
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def clear() -> None:
+    """Remove every cached trace."""
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+
+
+@dataclass
+class TraceCacheEntry:
+    """The cache entry of one trace file (which may not exist yet)."""
+
+    source: str
+    key: str
+
+    @classmethod
+    def for_file(cls, path: str | os.PathLike) -> "TraceCacheEntry":
+        path = os.fspath(path)
+        try:
+            return cls(path, content_key(path))
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read: {exc.strerror}") from exc
+
+    @property
+    def directory(self) -> Path:
+        return cache_dir() / self.key[:2] / self.key
+
+    @property
+    def exists(self) -> bool:
+        return (self.directory / "meta.json").is_file()
+
+    @staticmethod
+    def select(tables: "TraceTables", events: Iterable[str] | None) -> "TraceTables":
+        """The requested events of ``tables`` (all if ``None``); UserError if one is absent."""
+        from lisa_ext.trace.tables import TraceTables
+
+        if events is None:
+            return tables
+        events = list(dict.fromkeys(events))
+        missing = [e for e in events if e not in tables.tables]
+        if missing:
+            raise UserError(
+                f"{tables.meta.get('source', '<trace>')}: requested event(s) "
+                f"{', '.join(missing)} not in the trace; it has: {', '.join(tables.events)}"
+            )
+        return TraceTables({e: tables.tables[e] for e in events}, dict(tables.meta))
+
+    def load(self, events: Iterable[str] | None = None) -> "TraceTables | None":
+        """The cached tables, or ``None`` on a miss (or an unreadable entry)."""
+        import pyarrow.parquet as pq
+
+        from lisa_ext.trace.tables import TraceTables
+
+        directory = self.directory
+        try:
+            with open(directory / "meta.json", encoding="utf-8") as f:
+                stored = json.load(f)
+        except (OSError, ValueError):
+            return None
+        files: dict[str, str] = stored["files"]
+        meta = stored["meta"]
+        meta["source"] = self.source
+        wanted = list(files) if events is None else list(dict.fromkeys(events))
+        missing = [e for e in wanted if e not in files]
+        if missing:
+            raise UserError(
+                f"{self.source}: requested event(s) {', '.join(missing)} not in the trace; "
+                f"it has: {', '.join(sorted(files))}"
+            )
+        tables = {}
+        lines = {}
+        try:
+            for event in wanted:
+                table = pq.read_table(directory / "events" / files[event], memory_map=True)
+                if _LINE_COLUMN in table.column_names:
+                    lines[event] = table.column(_LINE_COLUMN).to_numpy()
+                    table = table.drop_columns([_LINE_COLUMN])
+                tables[event] = table
+        except OSError:
+            return None
+        if lines:
+            meta["record_lines"] = lines
+        meta["cache"] = {"hit": True, "key": self.key, "directory": str(directory)}
+        return TraceTables(tables, meta)
+
+    def store(self, tables: "TraceTables") -> None:
+        """Write ``tables`` (every event of the file) as this entry."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        final = self.directory
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self.key}.", dir=final.parent))
+        try:
+            (tmp / "events").mkdir()
+            lines = tables.meta.get("record_lines") or {}
+            files = {}
+            for n, (event, table) in enumerate(sorted(tables.tables.items())):
+                if event in lines:
+                    table = table.append_column(_LINE_COLUMN, pa.array(lines[event], type=pa.int64()))
+                files[event] = f"{n}.parquet"
+                pq.write_table(table, tmp / "events" / files[event], compression="zstd")
+            meta = {k: v for k, v in tables.meta.items() if k not in ("record_lines", "cache")}
+            with open(tmp / "meta.json", "w", encoding="utf-8") as f:
+                json.dump({"files": files, "meta": meta}, f, default=_json_default)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not self.exists:  # another process won the race: keep theirs
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        tables.meta["cache"] = {"hit": False, "key": self.key, "directory": str(final)}
+
+
+def _json_default(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    raise TypeError(f"cannot store {type(value).__name__} in the trace cache metadata")

@@ -1,0 +1,284 @@
+"""A LISA 3.1 trace parser fed by :func:`lisa_ext.trace.read_trace`.
+
+Mirrors the contract of ``lisa/trace.py``'s ``TraceParserBase`` (LISA 3.1.0):
+``Trace(path, parser=LisaExtTraceParser)`` calls
+``LisaExtTraceParser(path=..., events=..., needed_metadata=...)`` and then
+``parse_event(event)`` for each raw event it needs; meta events
+(``userspace@rtapp_loop`` from ``print``, ``trace_printk@...`` from
+``bprint``) are then derived by LISA itself from our ``print``/``bprint``
+frames, exactly as with its own parsers.
+
+The frames are built to equal what LISA's own parser gives for the same file
+(``TxtTraceParser.from_dat`` for trace.dat, which reads ``trace-cmd report``;
+``HRTxtTraceParser`` for text; ``SysTraceParser`` for systrace HTML):
+
+* index: timestamps in seconds (float64), made strictly increasing over the
+  whole trace in record order like ``TxtTraceParserBase._eagerly_parse_lines``
+  does (a timestamp not above the previous one becomes the next float up), so
+  frames of different events join the same way;
+* ``__comm`` string, ``__pid`` and ``__cpu`` uint32;
+* events LISA describes (its parser's ``EVENT_DESCS``): only the described
+  fields, with LISA's dtypes (``sched_switch.prev_pid`` uint32, ...);
+* other events: every field, integers as int64 (uint64 if too large), text as
+  the ``string`` dtype, arrays as lists;
+* ``print``/``bprint``/``bputs``: ``ip`` as text (the kernel symbol containing
+  the address, as ``trace-cmd report`` resolves it, or ``0x...``) and
+  ``buf``/``str`` as bytes, which is what LISA's meta-event parsing reads.
+
+Metadata: ``time-range``, ``cpus-count``, ``available-events`` (events with at
+least one record) and, when asked, ``symbols-address``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lisa_ext.compat import import_lisa
+
+_lisa_trace = import_lisa("lisa.trace")
+_datautils = import_lisa("lisa.datautils")
+
+__all__ = ["LisaExtTraceParser", "lisa_times"]
+
+_TEXT_EVENTS = {"print": "buf", "bprint": "buf", "bputs": "str"}
+_EXACT_FLOAT_NS = 2**53  # below this, ns / 1e9 is the correctly rounded decimal
+
+
+def _seconds(ns: np.ndarray) -> np.ndarray:
+    """Nanoseconds -> float seconds, equal to ``float("<sec>.<ns 9 digits>")``."""
+    out = ns.astype(np.float64) / 1e9
+    big = ns >= _EXACT_FLOAT_NS
+    if big.any():
+        out[big] = [float(f"{v // 10**9}.{v % 10**9:09d}") for v in ns[big].tolist()]
+    return out
+
+
+def _strictly_increasing(seconds: np.ndarray) -> np.ndarray:
+    """LISA's deduplication: each time becomes max(t, nextafter(previous fixed time)).
+
+    On non-negative floats the IEEE bit pattern is ordered like the value and
+    nextafter is +1 on it, so the sequential rule is a running maximum.
+    """
+    bits = np.concatenate(([0], np.maximum(seconds, 0.0).view(np.int64)))
+    steps = np.arange(bits.size, dtype=np.int64)
+    fixed = np.maximum.accumulate(bits - steps) + steps
+    return fixed[1:].view(np.float64)
+
+
+def lisa_times(tables, meta) -> dict[str, np.ndarray]:
+    """Per event, the float index LISA's text parsers would give each row.
+
+    Records are put in the order ``trace-cmd report`` (or the text file) has
+    them: by line number when the reader recorded it (text), else by
+    timestamp, then CPU (``trace-cmd report`` takes the lowest CPU on a tie).
+    """
+    events = [e for e, t in tables.items() if t.num_rows]
+    if not events:
+        return {}
+    ts = np.concatenate([tables[e].column("__timestamp").to_numpy() for e in events])
+    owner = np.repeat(np.arange(len(events)), [tables[e].num_rows for e in events])
+    lines = meta.get("record_lines") or {}
+    if all(e in lines for e in events):
+        order = np.argsort(np.concatenate([np.asarray(lines[e]) for e in events]), kind="stable")
+    else:
+        cpu = np.concatenate([tables[e].column("__cpu").to_numpy() for e in events])
+        order = np.lexsort((cpu, ts))
+    fixed_sorted = _strictly_increasing(_seconds(ts[order]))
+    fixed = np.empty_like(fixed_sorted)
+    fixed[order] = fixed_sorted
+    return {e: fixed[owner == i] for i, e in enumerate(events)}
+
+
+def _lisa_field_dtypes(fmt: str) -> dict[str, dict[str, Any]]:
+    parser_cls = _lisa_trace.TxtTraceParser if fmt == "tracedat" else _lisa_trace.HRTxtTraceParser
+    dtypes = {}
+    for event, desc in parser_cls.EVENT_DESCS.items():
+        fields = desc.fields if isinstance(desc, _lisa_trace.EventParserBase) else desc["fields"]
+        dtypes[event] = dict(fields)
+    return dtypes
+
+
+@dataclass
+class _Prepared:
+    """One loaded trace, shared by the parser instances LISA creates for it."""
+
+    path: str
+    tables: dict
+    meta: dict
+    field_dtypes: dict[str, dict[str, Any]]
+    times: dict[str, np.ndarray] | None = None
+    symbols: tuple[list[int], list[str]] | None = None
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def lisa_times(self) -> dict[str, np.ndarray]:
+        if self.times is None:
+            self.times = lisa_times(self.tables, self.meta)
+        return self.times
+
+
+_PREPARED: dict[tuple, _Prepared] = {}
+
+
+def _prepare(path: str, cache: bool) -> _Prepared:
+    from lisa_ext.trace import read_trace
+
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    prepared = _PREPARED.get(key)
+    if prepared is None:
+        tt = read_trace(path, cache=cache)
+        fmt = tt.meta.get("format", "tracedat")
+        prepared = _Prepared(path, tt.tables, tt.meta, _lisa_field_dtypes(fmt))
+        _PREPARED.clear()  # keep one trace: frames of big traces are large
+        _PREPARED[key] = prepared
+    return prepared
+
+
+def _kallsyms(prepared: _Prepared) -> tuple[list[int], list[str]]:
+    """Sorted kernel symbol addresses and names recorded in the trace."""
+    if prepared.symbols is None:
+        pairs = prepared.meta.get("kallsyms")
+        if pairs is None and prepared.meta.get("format") == "tracedat" and shutil.which("trace-cmd"):
+            out = subprocess.run(
+                ["trace-cmd", "report", "-N", "-f", "--", prepared.path],
+                capture_output=True, text=True, check=False,
+            ).stdout
+            pairs = []
+            for line in out.splitlines():
+                addr, _, name = line.partition(" ")
+                try:
+                    pairs.append((int(addr, 16), name.strip().split(" ", 1)[0]))
+                except ValueError:
+                    continue
+        pairs = sorted((int(a), str(n)) for a, n in (pairs or []) if int(a))
+        prepared.symbols = ([a for a, _ in pairs], [n for _, n in pairs])
+    return prepared.symbols
+
+
+def _resolve_ip(prepared: _Prepared, ips: pd.Series) -> pd.Series:
+    """``%ps`` as trace-cmd prints it: the symbol containing the address, else hex."""
+    if not pd.api.types.is_integer_dtype(ips.dtype):
+        return ips.astype("string")
+    addrs, names = _kallsyms(prepared)
+    resolved = {}
+    for ip in pd.unique(ips):
+        i = bisect.bisect_right(addrs, int(ip)) - 1
+        # libtraceevent's function map ends with a sentinel: past the last
+        # symbol only an exact match resolves
+        inside = 0 <= i < len(addrs) - 1 or (0 <= i and addrs[i] == ip)
+        resolved[ip] = names[i] if inside else f"0x{int(ip):x}"
+    return ips.map(resolved).astype("string")
+
+
+def _convert_inferred(series: pd.Series) -> pd.Series:
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_float_dtype(dtype):
+        return series
+    if pd.api.types.is_integer_dtype(dtype):
+        if dtype == np.uint64 and series.size and series.max() > np.iinfo(np.int64).max:
+            return series
+        return series.astype("int64") if not series.isna().any() else series.astype("Int64")
+    if dtype == object and series.map(lambda v: isinstance(v, str) or v is None).all():
+        return series.astype("string")
+    return series
+
+
+def _frame(prepared: _Prepared, event: str) -> pd.DataFrame:
+    table = prepared.tables[event]
+    df = table.to_pandas(types_mapper={}.get)
+    df.index = pd.Index(prepared.lisa_times()[event], name="__timestamp")
+    df = df.drop(columns="__timestamp")
+    header = {"__comm": df["__comm"].astype("string"), "__pid": df["__pid"].astype("uint32"),
+              "__cpu": df["__cpu"].astype("uint32")}
+    fields = [c for c in df.columns if c not in header]
+    described = prepared.field_dtypes.get(event)
+    columns = dict(header)
+    if event in _TEXT_EVENTS:
+        content = _TEXT_EVENTS[event]
+        for name in fields:
+            if name == "ip":
+                columns["ip"] = _resolve_ip(prepared, df["ip"])
+            elif name == content:
+                columns[name] = df[name].map(
+                    lambda v: v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
+                ).astype(object)
+            elif name != "fmt":
+                columns[name] = _convert_inferred(df[name])
+    elif described is not None:
+        for name, dtype in described.items():
+            if name in df.columns:
+                columns[name] = _datautils.series_convert(df[name], dtype) if dtype else df[name]
+    else:
+        for name in fields:
+            columns[name] = _convert_inferred(df[name])
+    out = pd.DataFrame(columns, index=df.index)
+    # time fix-up can reorder rows only if the reader's order was not the record order
+    if not out.index.is_monotonic_increasing:
+        out = out.sort_index(kind="stable")
+    return out
+
+
+class LisaExtTraceParser(_lisa_trace.TraceParserBase):
+    """LISA trace parser reading any format :func:`lisa_ext.trace.read_trace` knows.
+
+    Use through :func:`lisa_ext.trace.load_trace`, or directly::
+
+        Trace("trace.dat", parser=LisaExtTraceParser)
+
+    :param path: trace.dat, text or systrace HTML file.
+    :param events: events LISA intends to parse (all are converted anyway:
+        the converted tables are cached as a whole).
+    :param needed_metadata: metadata keys LISA will ask for.
+    :param cache: use the content-keyed parquet cache of
+        :mod:`lisa_ext.trace.cache`.
+    """
+
+    METADATA_KEYS = list(_lisa_trace.TraceParserBase.METADATA_KEYS)
+
+    def __init__(self, path, events=None, needed_metadata=None, cache=True):
+        super().__init__(events, needed_metadata=needed_metadata)
+        if path is None:
+            raise ValueError("LisaExtTraceParser needs the path of a trace file")
+        self._prepared = _prepare(os.fspath(path), cache)
+
+    @property
+    def _available(self) -> set[str]:
+        counts = self._prepared.meta.get("event_counts") or {}
+        have = {e for e, t in self._prepared.tables.items() if t.num_rows}
+        return have | {e for e, n in counts.items() if n and e in self._prepared.tables}
+
+    def get_metadata(self, key):
+        prepared = self._prepared
+        if key == "time-range":
+            times = prepared.lisa_times()
+            if not times:
+                return (0.0, 0.0)
+            return (float(min(t[0] for t in times.values())), float(max(t[-1] for t in times.values())))
+        if key == "cpus-count":
+            return int(prepared.meta["cpus"])
+        if key == "available-events":
+            return sorted(self._available)
+        if key == "symbols-address":
+            addrs, names = _kallsyms(prepared)
+            if addrs:
+                return dict(zip(addrs, names))
+        return super().get_metadata(key)
+
+    def parse_event(self, event):
+        prepared = self._prepared
+        table = prepared.tables.get(event)
+        if table is None or not table.num_rows:
+            raise _lisa_trace.MissingTraceEventError([event], available_events=self._available)
+        frame = prepared.frames.get(event)
+        if frame is None:
+            frame = prepared.frames[event] = _frame(prepared, event)
+        # LISA may modify what we return (index normalisation, categories)
+        return frame.copy(deep=True)
