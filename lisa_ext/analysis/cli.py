@@ -101,7 +101,7 @@ def _clean(value: Any) -> Any:
 
 
 def _records(df, columns) -> dict[str, dict[str, Any]]:
-    return {str(k): {c: row[c] for c in columns} for k, row in df.iterrows()}
+    return {str(k): row for k, row in df[list(columns)].to_dict(orient="index").items()}
 
 
 def run_analysis(name: str, trace: Any, args: argparse.Namespace) -> tuple[dict[str, Any], list[tuple[str, Any]]]:

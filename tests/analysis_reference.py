@@ -1,0 +1,335 @@
+"""Independent reference figures for the analysis tests.
+
+Reads ``trace-cmd report -N -R -t`` text (raw fields, nanosecond timestamps)
+line by line and computes every figure with plain Python loops, in file
+order. It shares no code with :mod:`lisa_ext.analysis`: the rules are written
+again from the kernel sources they come from (drivers/cpuidle/cpuidle.c,
+kernel/workqueue.c, include/trace/events/{sched,block}.h).
+
+Also records small live traces for the tests (root, tracefs, trace-cmd, fio).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import defaultdict, deque
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+_LINE = re.compile(
+    r"^(?:\S+:\s+)?(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
+    r"(?P<sec>\d+)\.(?P<frac>\d+):\s+(?P<event>\w+):\s*(?P<fields>.*)$"
+)
+_FIELD = re.compile(r"(\w+)=(.*?)(?=\s+\w+=|\s*$)")
+
+IDLE_EXIT = 4294967295
+
+
+class Event:
+    __slots__ = ("comm", "pid", "cpu", "ns", "name", "f")
+
+    def __init__(self, comm, pid, cpu, ns, name, f):
+        self.comm, self.pid, self.cpu, self.ns, self.name, self.f = comm, pid, cpu, ns, name, f
+
+    @property
+    def t(self) -> float:
+        return self.ns / 1e9
+
+
+def report_events(path, events=None) -> list[Event]:
+    """Events of ``path`` as ``trace-cmd report -N -R -t`` prints them."""
+    cmd = ["trace-cmd", "report", "-N", "-R", "-t"]
+    for e in events or ():
+        cmd += ["-F", e]
+    out = subprocess.run(cmd + [str(path)], capture_output=True, text=True, errors="replace").stdout
+    return parse_report(out.splitlines())
+
+
+def parse_report(lines) -> list[Event]:
+    parsed = []
+    for line in lines:
+        m = _LINE.match(line)
+        if not m:
+            continue
+        frac = m["frac"]
+        ns = int(m["sec"]) * 10**9 + int(frac.ljust(9, "0")[:9])
+        fields = dict(_FIELD.findall(m["fields"]))
+        parsed.append(Event(m["comm"].strip(), int(m["pid"]), int(m["cpu"]), ns, m["event"], fields))
+    return parsed
+
+
+def percentile(values, q) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def stats(values) -> dict:
+    n = len(values)
+    return {
+        "count": n,
+        "mean": sum(values) / n,
+        "gmean": math.exp(sum(math.log(v) for v in values) / n) if all(v > 0 for v in values) else 0.0,
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "max": max(values),
+    }
+
+
+# --- idle misses -----------------------------------------------------------
+
+#: Juno r0: (exit latency, target residency) in ns, from cpuidle-arm.c (WFI)
+#: and juno.dts (entry + exit latency, min-residency) via dt_idle_states.c.
+JUNO_STATES = [(1_000, 1_000), (1_500_000, 2_000_000), (1_600_000, 2_500_000)]
+JUNO_CLUSTERS = {0: 0, 3: 0, 4: 0, 5: 0, 1: 1, 2: 1}
+
+
+def idle_misses(events, states=None) -> dict:
+    """Per CPU / per state: wakeups, too_deep, too_shallow. Derived from
+    cpu_idle intervals when ``states`` is given, else counted from cpu_idle_miss."""
+    per_cpu = defaultdict(lambda: {"wakeups": 0, "too_deep": 0, "too_shallow": 0})
+    per_state = defaultdict(lambda: {"wakeups": 0, "too_deep": 0, "too_shallow": 0})
+    entered = {}
+    for e in events:
+        if e.name == "cpu_idle":
+            cpu, state = int(e.f["cpu_id"]), int(e.f["state"])
+            if state != IDLE_EXIT:
+                entered[cpu] = (state, e.ns)
+                continue
+            per_cpu[cpu]["wakeups"] += 1
+            if cpu not in entered:
+                continue
+            s, start = entered.pop(cpu)
+            per_state[s]["wakeups"] += 1
+            if states is None:
+                continue
+            diff = e.ns - start
+            latency, target = states[s]
+            kind = None
+            if diff < target:
+                if s > 0:  # a shallower state exists (none disabled on Juno)
+                    kind = "too_deep"
+            elif diff > latency and s + 1 < len(states) and diff - latency >= states[s + 1][1]:
+                kind = "too_shallow"
+            if kind:
+                per_cpu[cpu][kind] += 1
+                per_state[s][kind] += 1
+        elif e.name == "cpu_idle_miss" and states is None:
+            kind = "too_shallow" if e.f["below"] not in ("0", "false") else "too_deep"
+            per_cpu[int(e.f["cpu_id"])][kind] += 1
+            per_state[int(e.f["state"])][kind] += 1
+    return {"cpus": dict(per_cpu), "states": dict(per_state)}
+
+
+# --- wakeup latency --------------------------------------------------------
+
+def wakeup_latencies(events, wake_event="sched_waking") -> dict[int, dict]:
+    """pid -> {"comm", "latencies": [s], "cpus": [cpu of switch-in]}."""
+    running: dict[int, bool] = {}
+    pending: dict[int, int] = {}
+    out: dict[int, dict] = defaultdict(lambda: {"comm": None, "latencies": [], "cpus": []})
+    comm_at_wake: dict[int, str] = {}
+    for e in events:
+        if e.name == "sched_switch":
+            prev, nxt = int(e.f["prev_pid"]), int(e.f["next_pid"])
+            running[prev] = False
+            pending.pop(prev, None)
+            if nxt in pending:
+                rec = out[nxt]
+                rec["latencies"].append((e.ns - pending.pop(nxt)) / 1e9)
+                rec["cpus"].append(e.cpu)
+                rec["comm"] = comm_at_wake[nxt]
+            running[nxt] = True
+        elif e.name == wake_event:
+            pid = int(e.f["pid"])
+            if pid == 0 or running.get(pid) or pid in pending:
+                continue
+            pending[pid] = e.ns
+            comm_at_wake[pid] = e.f["comm"]
+    return dict(out)
+
+
+# --- workqueue placement ---------------------------------------------------
+
+def work_items(events) -> list[dict]:
+    queued: dict[str, deque] = defaultdict(deque)
+    items = []
+    open_items: dict[tuple[str, int], dict] = {}
+    for e in events:
+        if e.name == "workqueue_queue_work":
+            queued[e.f["work"]].append(e)
+        elif e.name == "workqueue_execute_start":
+            if queued[e.f["work"]]:
+                q = queued[e.f["work"]].popleft()
+                item = {
+                    "function": q.f["function"],
+                    "workqueue": q.f["workqueue"],
+                    "queue_cpu": q.cpu,
+                    "req_cpu": int(q.f["req_cpu"]),
+                    "exec_cpu": e.cpu,
+                    "worker_pid": e.pid,
+                    "latency": (e.ns - q.ns) / 1e9,
+                    "duration": None,
+                }
+                items.append(item)
+                open_items[(e.f["work"], e.pid)] = (item, e.ns)
+        elif e.name == "workqueue_execute_end":
+            key = (e.f["work"], e.pid)
+            if key in open_items:
+                item, start = open_items.pop(key)
+                item["duration"] = (e.ns - start) / 1e9
+    return items
+
+
+def placement(items, key, llc=None) -> dict:
+    groups = defaultdict(list)
+    for it in items:
+        groups[it[key]].append(it)
+    out = {}
+    for name, its in groups.items():
+        out[name] = {
+            "count": len(its),
+            "same_cpu_frac": sum(i["queue_cpu"] == i["exec_cpu"] for i in its) / len(its),
+            "same_llc_frac": (sum(llc[i["queue_cpu"]] == llc[i["exec_cpu"]] for i in its) / len(its)) if llc else None,
+            "lat_p50": percentile([i["latency"] for i in its], 50),
+            "lat_p99": percentile([i["latency"] for i in its], 99),
+        }
+    return out
+
+
+# --- iowait / frequency / block ------------------------------------------
+
+def task_io(events) -> dict[int, dict]:
+    """pid -> comm, iowait_count / iowait_delay_s (D-state sleeps to the next
+    switch-in), runtime_s, mean_freq_running_khz (None when unknown)."""
+    freq_changes: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for e in events:
+        if e.name == "cpu_frequency":
+            freq_changes[int(e.f["cpu_id"])].append((e.ns, int(e.f["state"])))
+
+    def freq_integral(cpu, a, b):
+        """(kHz*s, seconds) over [a, b) where the frequency is known."""
+        changes = freq_changes.get(cpu, [])
+        area = known = 0.0
+        for k, (t, f) in enumerate(changes):
+            t_next = changes[k + 1][0] if k + 1 < len(changes) else max(b, t)
+            lo, hi = max(a, t), min(b, t_next)
+            if hi > lo:
+                area += f * (hi - lo) / 1e9
+                known += (hi - lo) / 1e9
+        return area, known
+
+    tasks = defaultdict(lambda: {"comm": None, "iowait_count": 0, "iowait_delay_s": 0.0, "runtime_s": 0.0, "area": 0.0, "known": 0.0})
+    current: dict[int, tuple[int, int, str]] = {}
+    last_out: dict[int, tuple[int, int]] = {}
+    for e in events:
+        if e.name != "sched_switch":
+            continue
+        prev, nxt = int(e.f["prev_pid"]), int(e.f["next_pid"])
+        if e.cpu in current:
+            pid, start, comm = current[e.cpu]
+            if pid != 0:
+                rec = tasks[pid]
+                rec["runtime_s"] += (e.ns - start) / 1e9
+                rec["comm"] = comm
+                area, known = freq_integral(e.cpu, start, e.ns)
+                rec["area"] += area
+                rec["known"] += known
+        current[e.cpu] = (nxt, e.ns, e.f["next_comm"])
+        if prev != 0:
+            last_out[prev] = (e.ns, int(e.f["prev_state"]))
+        if nxt in last_out:
+            t_out, state = last_out.pop(nxt)
+            if state & 0x2 and not state & 0x400:
+                tasks[nxt]["iowait_count"] += 1
+                tasks[nxt]["iowait_delay_s"] += (e.ns - t_out) / 1e9
+    result = {}
+    for pid, rec in tasks.items():
+        rec["mean_freq_running_khz"] = rec["area"] / rec["known"] if rec["known"] > 0 else None
+        result[pid] = {k: rec[k] for k in ("comm", "iowait_count", "iowait_delay_s", "runtime_s", "mean_freq_running_khz")}
+    return result
+
+
+def block_devices(events) -> dict[str, dict]:
+    last_issue: dict[tuple[str, str], int] = {}
+    service = defaultdict(list)
+    completes = defaultdict(list)
+    for e in events:
+        if e.name == "block_rq_issue":
+            last_issue[(e.f["dev"], e.f["sector"])] = e.ns
+        elif e.name == "block_rq_complete":
+            completes[e.f["dev"]].append(e.ns)
+            t = last_issue.pop((e.f["dev"], e.f["sector"]), None)
+            if t is not None:
+                service[e.f["dev"]].append((e.ns - t) / 1e9)
+    out = {}
+    for dev, ts in completes.items():
+        d = int(dev)
+        span = (max(ts) - min(ts)) / 1e9
+        out[f"{d >> 20},{d & 0xFFFFF}"] = {
+            "requests": len(service[dev]),
+            "iops": len(ts) / span if span > 0 else None,
+            "service_p50": percentile(service[dev], 50),
+            "service_p90": percentile(service[dev], 90),
+            "service_p99": percentile(service[dev], 99),
+        }
+    return out
+
+
+# --- live traces -----------------------------------------------------------
+
+LIVE_EVENTS = [
+    "sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup", "workqueue",
+    "block:block_rq_issue", "block:block_rq_complete", "power:cpu_idle", "power:cpu_idle_miss",
+]
+
+
+def live_capability() -> str | None:
+    """None when a trace can be recorded here, else why not."""
+    if os.geteuid() != 0:
+        return "recording a trace needs root"
+    if not os.path.isdir("/sys/kernel/tracing/instances"):
+        return "tracefs is not mounted at /sys/kernel/tracing"
+    for tool in ("trace-cmd", "fio"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    return None
+
+
+def record_fio_trace() -> Path:
+    """A ~1 s fio psync O_DIRECT randread trace, recorded once per process."""
+    out_dir = Path(tempfile.gettempdir()) / f"lisa-ext-analysis-tests-{os.getpid()}"
+    trace = out_dir / "fio.dat"
+    if trace.exists():
+        return trace
+    out_dir.mkdir(exist_ok=True)
+    instance = f"lisa_ext_analysis_{os.getpid()}"
+    cmd = ["trace-cmd", "record", "--no-filter", "-d", "-B", instance, "-b", "4096", "-o", str(trace)]
+    for e in LIVE_EVENTS:
+        cmd += ["-e", e]
+    cmd += ["--", "fio", "--name=t", f"--filename={out_dir / 'fiofile'}", "--size=16M", "--rw=randread",
+            "--bs=4k", "--ioengine=psync", "--direct=1", "--runtime=1", "--time_based", "--rate_iops=1000"]
+    try:
+        subprocess.run(cmd, capture_output=True, timeout=120)
+    finally:
+        try:
+            os.rmdir(f"/sys/kernel/tracing/instances/{instance}")
+        except OSError:
+            pass
+        (out_dir / "fiofile").unlink(missing_ok=True)
+    if not trace.exists() or trace.stat().st_size == 0:
+        raise RuntimeError(f"trace-cmd record wrote no trace: {' '.join(cmd)}")
+    return trace
