@@ -1,0 +1,288 @@
+"""Write a campaign's report: metrics, comparison tables and figures.
+
+``build_report(CAMPAIGN_DIR)`` reads the store (:mod:`~lisa_ext.report.campaign`),
+adds trace-derived metrics (:mod:`~lisa_ext.report.traces`), compares every
+variant with the baseline (:func:`lisa_ext.stats.compare`) and writes
+``CAMPAIGN_DIR/report/``:
+
+* ``metrics.csv``: the tidy metrics table the comparison used
+* ``comparison.csv`` / ``.mmtests.txt`` / ``.md`` / ``.lkp.txt`` / ``.sd.txt``
+* ``figures/*.png`` and ``*.svg`` (matplotlib), ``figures.html`` (bokeh)
+* ``README.md``: what was compared how, failed runs, skipped analyses, tables
+
+The directory is built aside and swapped in whole, and nothing in it depends
+on the time or the process, so the same campaign always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lisa_ext.errors import UserError
+from lisa_ext.report import figures as figs
+from lisa_ext.report import tables
+from lisa_ext.report.campaign import Campaign, Run, metrics_frame, read_campaign
+from lisa_ext.stats.compare import compare
+
+__all__ = ["ReportOptions", "build_report", "TABLE_FILES"]
+
+#: format -> file name under report/
+TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
+               "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt"}
+#: wakeup latency CDFs are drawn through this many quantiles per variant
+CDF_POINTS = 500
+#: the timeline shows this much before and after the chosen wakeup (ms)
+TIMELINE_MARGIN_MS = 1.0
+#: ... around the wakeup whose latency is closest to this quantile
+TIMELINE_QUANTILE = 0.99
+
+
+@dataclass
+class ReportOptions:
+    baseline: str | None = None
+    test: str = "welch"
+    mean: str = "auto"
+    alpha: float = 0.05
+    traces: bool = True
+    html: bool = True
+
+
+@dataclass
+class _TraceData:
+    rows: list
+    frames: dict  # frame name -> list of (Run, DataFrame)
+    notes: dict   # note -> list of run labels
+
+
+def _collect_traces(campaign: Campaign) -> _TraceData:
+    from lisa_ext.report.traces import collect, load_trace
+
+    data = _TraceData([], defaultdict(list), defaultdict(list))
+    for run in campaign.ok_runs:
+        if run.trace is None:
+            continue
+        with warnings.catch_warnings():
+            # LISA 3.1 on pandas 2.3 warns about its own deprecated calls at length
+            warnings.simplefilter("ignore", FutureWarning)
+            try:
+                trace = load_trace(run.trace)
+                findings, notes = collect(trace)
+            except Exception as exc:
+                data.notes[f"trace not read: {type(exc).__name__}: {exc}"].append(run.label)
+                continue
+        for note in notes:
+            data.notes[note].append(run.label)
+        for name, value, unit, lib in findings.metrics:
+            data.rows.append(dict(campaign=campaign.name, variant=run.variant,
+                                  workload=run.workload, metric=f"trace {name}", unit=unit,
+                                  lower_is_better=lib, iteration=run.iteration, value=value))
+        for name, frame in findings.frames.items():
+            data.frames[name].append((run, frame))
+    return data
+
+
+def _residency_pct(entries, state_name) -> pd.DataFrame:
+    """Mean over a variant's runs of the % of CPU time in each state."""
+    rows = []
+    for run, frame in entries:
+        total = frame["seconds"].sum()
+        if total <= 0:
+            continue
+        for state, seconds in frame.groupby("state", sort=True)["seconds"].sum().items():
+            rows.append({"variant": run.variant, "workload": run.workload,
+                         "iteration": run.iteration, "state": state_name(state),
+                         "pct": 100.0 * seconds / total})
+    if not rows:
+        return pd.DataFrame(columns=["variant", "workload", "state", "pct"])
+    df = pd.DataFrame(rows)
+    return df.groupby(["workload", "variant", "state"], sort=False, as_index=False)["pct"].mean()
+
+
+def _idle_state_name(state) -> str:
+    return "running" if int(state) < 0 else f"state {int(state)}"
+
+
+def _freq_name(khz) -> str:
+    return f"{int(khz) / 1000:g} MHz"
+
+
+def _window(frame: pd.DataFrame | None, column: str, start: float, end: float,
+            origin: float) -> pd.DataFrame | None:
+    """Events of ``frame`` inside [start, end], plus each CPU's state on entry."""
+    if frame is None or frame.empty:
+        return None
+    parts = []
+    for cpu, g in frame.groupby("cpu", sort=True):
+        g = g.sort_values("time", kind="stable")
+        before = g[g["time"] < start].tail(1).assign(time=start)
+        inside = g[(g["time"] >= start) & (g["time"] <= end)]
+        last = pd.concat([before, inside]).tail(1).assign(time=end)
+        parts.append(pd.concat([before, inside, last]))
+    out = pd.concat(parts, ignore_index=True)
+    out["time"] = (out["time"] - origin) * 1e3
+    return out[["time", "cpu", column]]
+
+
+def _timelines(campaign: Campaign, trace: _TraceData) -> list[tuple[str, object]]:
+    """Per workload and variant: the first traced run, around its p99 wakeup (a
+    representative slow one; the very slowest is usually an outlier)."""
+    found = []
+    by_run = defaultdict(dict)
+    for name, entries in trace.frames.items():
+        for run, frame in entries:
+            by_run[run][name] = frame
+    chosen = {}
+    for run in by_run:
+        key = (run.workload, run.variant)
+        if "wakeup_latency" in by_run[run] and key not in chosen:
+            chosen[key] = run
+    for (workload, variant), run in chosen.items():
+        frames = by_run[run]
+        lat = frames["wakeup_latency"]
+        if lat.empty:
+            continue
+        target = float(lat["latency"].quantile(TIMELINE_QUANTILE))
+        worst = lat.loc[(lat["latency"] - target).abs().idxmin()]
+        t0 = float(worst["time"])
+        start = t0 - TIMELINE_MARGIN_MS / 1e3
+        end = t0 + float(worst["latency"]) + TIMELINE_MARGIN_MS / 1e3
+        panels = {
+            "frequency (kHz)": (_window(frames.get("frequencies"), "frequency", start, end, t0),
+                                "frequency"),
+            "idle state (-1 = running)": (_window(frames.get("idle_states"), "state", start, end,
+                                                  t0), "state"),
+            "CPU busy": (_window(frames.get("cpu_busy"), "busy", start, end, t0), "busy"),
+        }
+        wakeups = pd.DataFrame({"time": [0.0, float(worst["latency"]) * 1e3]})
+        title = (f"{workload} / {variant} run {run.iteration}: p99 wakeup, pid "
+                 f"{int(worst['pid'])}, {float(worst['latency']) * 1e6:.0f} us")
+        fig = figs.timeline_figure(panels, wakeups, title)
+        if fig is not None:
+            found.append((figs.figure_name(workload, variant, "timeline"), fig))
+    return found
+
+
+def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
+             trace: _TraceData) -> list[tuple[str, object]]:
+    found = []
+    for (workload, metric), block in cmp.groupby(["workload", "metric"], sort=False):
+        first = block.iloc[0]
+        ylabel = first["unit"] or metric
+        found.append((figs.figure_name(workload, metric, "mean"),
+                      figs.metric_bars_figure(block, f"{workload}: {first['mean_kind']} {metric}",
+                                              ylabel)))
+        runs = metrics[(metrics["workload"] == workload) & (metrics["metric"] == metric)]
+        found.append((figs.figure_name(workload, metric, "runs"),
+                      figs.iteration_dots_figure(runs[["variant", "iteration", "value"]],
+                                                 f"{workload}: {metric}, every run", ylabel)))
+    latencies = defaultdict(list)
+    for run, frame in trace.frames.get("wakeup_latency", []):
+        latencies[(run.workload, run.variant)].append(frame["latency"].to_numpy(float) * 1e6)
+    for workload in campaign.workloads:
+        parts = []
+        for variant in campaign.variants:
+            values = latencies.get((workload, variant))
+            if values:
+                pooled = np.concatenate(values)
+                q = np.quantile(pooled, np.linspace(0.0, 1.0, CDF_POINTS + 1))
+                parts.append(pd.DataFrame({"variant": variant, "latency": q}))
+        if parts:
+            found.append((figs.figure_name(workload, "wakeup_latency_cdf"),
+                          figs.latency_cdf_figure(pd.concat(parts, ignore_index=True),
+                                                  f"{workload}: wakeup latency CDF")))
+    for frame_name, label, namer, title in (
+            ("idle_residency", "idle state", _idle_state_name, "idle state residency"),
+            ("frequency_residency", "frequency", _freq_name, "CPU frequency residency")):
+        pct = _residency_pct(trace.frames.get(frame_name, []), namer)
+        for workload, block in pct.groupby("workload", sort=False):
+            found.append((figs.figure_name(workload, frame_name),
+                          figs.residency_figure(block, f"{workload}: {title}", label)))
+    found.extend(_timelines(campaign, trace))
+    return found
+
+
+def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.DataFrame,
+            trace: _TraceData, figure_names: list[str]) -> str:
+    out = io.StringIO()
+    w = out.write
+    w(f"# Report: {campaign.name}\n\n")
+    w(f"Baseline `{baseline}`; variants {', '.join(f'`{v}`' for v in campaign.variants)}.  \n")
+    w(f"Significance: {opts.test} test, alpha={opts.alpha:g}; fewer than 3 runs are flagged, "
+      f"never starred. Mean: {opts.mean} (auto = hmean when higher is better, else amean).\n\n")
+    ok, failed = campaign.ok_runs, campaign.failed_runs
+    w(f"Runs: {len(ok)} ok, {len(failed)} failed.\n\n")
+    if failed:
+        w("## Failed runs (not used)\n\n")
+        for run in failed:
+            w(f"- `{run.label}`: {(run.error or 'no error text').splitlines()[0]}\n")
+        w("\n")
+    if trace.notes:
+        w("## Trace analyses not applied\n\n")
+        for note, runs in sorted(trace.notes.items()):
+            w(f"- {note} ({len(runs)} run{'s' if len(runs) != 1 else ''}: "
+              f"{', '.join(f'`{r}`' for r in runs[:3])}{', ...' if len(runs) > 3 else ''})\n")
+        w("\n")
+    w("## Comparison\n\n")
+    md = tables.render_markdown(cmp)
+    w(md.replace("\n### ", "\n#### ").replace("### ", "#### ", 1) + "\n")
+    w("Other formats: " + ", ".join(f"[{fmt}]({name})" for fmt, name in TABLE_FILES.items())
+      + "; raw data: [metrics.csv](metrics.csv).\n\n")
+    if figure_names:
+        w("## Figures\n\n")
+        if opts.html:
+            w("Interactive: [figures.html](figures.html).\n\n")
+        for name in figure_names:
+            w(f"![{name}](figures/{name}.png)\n")
+    return out.getvalue()
+
+
+def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = None) -> Path:
+    """Write ``campaign_dir/report/`` and return its path."""
+    opts = opts or ReportOptions()
+    campaign = read_campaign(campaign_dir)
+    trace = _collect_traces(campaign) if opts.traces else _TraceData([], {}, {})
+    extra = pd.DataFrame(trace.rows) if trace.rows else None
+    metrics = metrics_frame(campaign, extra)
+    if metrics.empty:
+        raise UserError(f"{campaign.root}: no successful run reported any metric")
+    present = [v for v in campaign.variants if v in set(metrics["variant"])]
+    baseline = opts.baseline or present[0]
+    cmp = compare(metrics, baseline, test=opts.test, mean=opts.mean, alpha=opts.alpha,
+                  variants=present)
+
+    final = campaign.root / "report"
+    tmp = campaign.root / f".report.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "figures").mkdir(parents=True)
+    try:
+        metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.12g",
+                       lineterminator="\n")
+        for fmt, name in TABLE_FILES.items():
+            (tmp / name).write_text(tables.render(cmp, fmt), encoding="utf-8")
+        found = _figures(campaign, metrics, cmp, trace)
+        for name, fig in found:
+            figs.export(fig, tmp / "figures" / name)
+        if opts.html and found:
+            figs.export_html([fig for _, fig in found], tmp / "figures.html",
+                             f"{campaign.name} figures")
+        (tmp / "README.md").write_text(
+            _readme(campaign, opts, baseline, cmp, trace, [n for n, _ in found]), encoding="utf-8")
+        if final.exists():
+            old = campaign.root / f".report.old-{os.getpid()}"
+            final.rename(old)
+            tmp.rename(final)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final

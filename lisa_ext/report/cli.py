@@ -1,0 +1,39 @@
+"""``lisa-ext report CAMPAIGN_DIR``: tables and figures for a campaign."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report", help="write tables and figures for a campaign",
+        description="Gather a campaign's workload metrics and trace analyses into one "
+                    "metrics table, compare the variants and write tables (mmtests, "
+                    "Markdown, LKP, ±, CSV) and figures (PNG, SVG, HTML) to "
+                    "CAMPAIGN_DIR/report/.")
+    p.add_argument("campaign_dir", metavar="CAMPAIGN_DIR", help="e.g. data/<campaign>")
+    p.add_argument("--baseline", metavar="VARIANT",
+                   help="variant to compare with (default: the campaign's first variant)")
+    p.add_argument("--test", default="welch", choices=("welch", "mwu", "ks", "mmtests"),
+                   help="significance test (default: welch)")
+    p.add_argument("--mean", default="auto", choices=("auto", "amean", "hmean", "gmean"),
+                   help="mean to report; auto = hmean when higher is better, else amean")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--no-traces", dest="traces", action="store_false",
+                   help="ignore trace.dat files (faster)")
+    p.add_argument("--no-html", dest="html", action="store_false",
+                   help="skip the interactive figures.html")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lisa_ext.report.build import ReportOptions, build_report
+
+    opts = ReportOptions(baseline=args.baseline, test=args.test, mean=args.mean,
+                         alpha=args.alpha, traces=args.traces, html=args.html)
+    out = build_report(args.campaign_dir, opts)
+    print(f"report written to {out}/ (README.md, comparison.*, figures/)")
+    return 0

@@ -1,0 +1,200 @@
+"""Holoviews figures for a cover letter, exported byte-stably.
+
+Every ``*_figure`` function is a thin holoviews layer over a tidy frame (as
+LISA's ``plot_*`` methods are) and works with both the matplotlib and bokeh
+backends. :func:`export` writes PNG and SVG through matplotlib (no browser
+involved) and :func:`export_html` one interactive HTML page through bokeh.
+
+Byte stability: matplotlib's SVG ids come from ``svg.hashsalt`` and its
+``Date`` metadata is dropped; PNGs carry no timestamp. Bokeh names documents
+and elements with random UUIDs and a process-wide counter, so the HTML is
+renumbered in order of first appearance after rendering.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "metric_bars_figure",
+    "iteration_dots_figure",
+    "latency_cdf_figure",
+    "residency_figure",
+    "timeline_figure",
+    "export",
+    "export_html",
+    "stable_html",
+]
+
+_HASHSALT = "lisa-ext"
+_ELEMENTS = ("Bars", "Scatter", "Curve", "ErrorBars", "Labels", "Overlay")
+
+
+def _hv():
+    import holoviews as hv
+
+    # loading both backends once; the matplotlib one is the default renderer
+    if not hv.Store.renderers or "matplotlib" not in hv.Store.renderers \
+            or "bokeh" not in hv.Store.renderers:
+        hv.extension("matplotlib", "bokeh", logo=False)
+    return hv
+
+
+def _status(row: dict) -> str:
+    if row["is_baseline"]:
+        return "baseline"
+    if row["significant"]:
+        return "significant"
+    if row["too_few"]:
+        return "too few runs"
+    return "not significant"
+
+
+def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str):
+    """Bars of one metric's mean per variant with t-CI whiskers and a ``*`` above
+    each significant change (the test and alpha are those of the comparison)."""
+    hv = _hv()
+    df = cmp_block[["variant", "mean", "ci_low", "ci_high", "is_baseline", "significant",
+                    "too_few"]].copy()
+    df["status"] = [_status(r) for r in df.to_dict("records")]
+    df["neg"] = (df["mean"] - df["ci_low"]).clip(lower=0).fillna(0.0)
+    high = df["ci_high"].where(np.isfinite(df["ci_high"]), df["mean"])
+    df["pos"] = (high - df["mean"]).clip(lower=0).fillna(0.0)
+    bars = hv.Bars(df, kdims=["variant"], vdims=["mean", "status"]).opts(
+        title=title, ylabel=ylabel, xlabel="", xrotation=15)
+    whiskers = hv.ErrorBars(df, kdims=["variant"], vdims=["mean", "neg", "pos"])
+    top = float(np.nanmax((df["mean"] + df["pos"]).to_numpy())) if len(df) else 0.0
+    stars = df[df["significant"]]
+    marks = hv.Labels((list(stars["variant"]), [top * 1.04] * len(stars),
+                       ["*"] * len(stars)), kdims=["variant", "mean"], vdims=["text"]).opts(
+        color="black", backend="matplotlib")
+    return (bars * whiskers * marks).opts(show_legend=False)
+
+
+def iteration_dots_figure(runs: pd.DataFrame, title: str, ylabel: str):
+    """Every iteration's value per variant: ``runs`` has ``variant``, ``iteration``, ``value``."""
+    hv = _hv()
+    return hv.Scatter(runs, kdims=["variant"], vdims=["value", "iteration"]).opts(
+        title=title, ylabel=ylabel, xlabel="", xrotation=15)
+
+
+def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF",
+                       unit: str = "us"):
+    """Empirical CDF per variant; ``latencies`` has ``variant`` and ``latency``."""
+    hv = _hv()
+    curves = {}
+    for variant in dict.fromkeys(latencies["variant"]):
+        values = np.sort(latencies.loc[latencies["variant"] == variant, "latency"].to_numpy(float))
+        if values.size == 0:
+            continue
+        frac = np.arange(1, values.size + 1) / values.size
+        curves[variant] = hv.Curve((values, frac), kdims=[f"latency ({unit})"],
+                                   vdims=["fraction of wakeups"], label=variant)
+    overlay = hv.Overlay(list(curves.values())) if curves else hv.Curve([])
+    return overlay.opts(title=title, logx=True)
+
+
+def residency_figure(residency: pd.DataFrame, title: str, state_label: str):
+    """Stacked bars of % time per state and variant; columns ``variant``, ``state``, ``pct``."""
+    hv = _hv()
+    df = residency.copy()
+    df["state"] = df["state"].astype(str)
+    return hv.Bars(df, kdims=["variant", "state"], vdims=["pct"]).opts(
+        stacked=True, title=title, ylabel="% of time", xlabel="", legend_position="right"
+    ).relabel(state_label)
+
+
+def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.DataFrame,
+                    title: str):
+    """Per-CPU step curves around chosen wakeups, as the ondemand RFC's trace
+    excerpt shows them: ``panels`` maps a y label to (frame, column), each frame
+    with ``time`` (ms), ``cpu`` and that column (e.g. frequency in kHz, idle
+    state, busy); ``wakeups`` has ``time`` (ms), drawn as dashed lines."""
+    hv = _hv()
+    layout = []
+    for ylabel, (frame, column) in panels.items():
+        if frame is None or frame.empty:
+            continue
+        curves = [hv.Curve(g.sort_values("time", kind="stable"), kdims=["time"], vdims=[column],
+                           label=f"CPU{cpu}").opts(interpolation="steps-post")
+                  for cpu, g in frame.groupby("cpu", sort=True)]
+        overlay = hv.Overlay(curves)
+        for t in wakeups["time"]:
+            overlay = overlay * hv.VLine(float(t)).opts(color="black", linestyle="dashed")
+        layout.append(overlay.opts(ylabel=ylabel, xlabel="time from wakeup (ms)", title=title))
+        title = ""
+    if not layout:
+        return None
+    return hv.Layout(layout).cols(1)
+
+
+# --- export ----------------------------------------------------------------
+
+def export(obj, stem: Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 100) -> list[Path]:
+    """Render ``obj`` with matplotlib and write ``stem.png`` / ``stem.svg``."""
+    hv = _hv()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    with matplotlib.rc_context({"svg.hashsalt": _HASHSALT, "svg.fonttype": "path"}):
+        sized = obj.opts(*[getattr(hv.opts, e)(aspect=2.2, fig_size=200) for e in _ELEMENTS],
+                         backend="matplotlib", clone=True)
+        fig = hv.render(sized, backend="matplotlib")
+        try:
+            for fmt in formats:
+                path = stem.with_suffix(f".{fmt}")
+                metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+                fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata, bbox_inches="tight")
+                written.append(path)
+        finally:
+            plt.close(fig)
+    return written
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SIMPLE_ID = re.compile(r'(?<=")p\d{4,}(?=")')
+
+
+def stable_html(html: str) -> str:
+    """Replace bokeh's random UUIDs and counter-based ids by ids numbered in order
+    of first appearance, so the same figures give the same bytes in any process."""
+    uuids: dict[str, str] = {}
+    html = _UUID.sub(lambda m: uuids.setdefault(m.group(0), f"00000000-0000-4000-8000-{len(uuids):012d}"),
+                     html)
+    simple: dict[str, str] = {}
+    return _SIMPLE_ID.sub(lambda m: simple.setdefault(m.group(0), f"p{1000 + len(simple)}"), html)
+
+
+def export_html(objs: Iterable, path: Path, title: str) -> Path:
+    """All figures in one self-contained interactive HTML page (bokeh, inline JS)."""
+    hv = _hv()
+    from bokeh.embed import file_html
+    from bokeh.layouts import column
+    from bokeh.resources import INLINE
+
+    sized = [obj.opts(*[getattr(hv.opts, e)(width=760, height=340) for e in _ELEMENTS],
+                      backend="bokeh", clone=True) for obj in objs]
+    models = [hv.render(obj, backend="bokeh") for obj in sized]
+    html = file_html(column(*models), INLINE, title)
+    path.write_text(stable_html(html), encoding="utf-8")
+    return path
+
+
+def figure_name(*parts: str) -> str:
+    """A file-name-safe stem: ``fio-randread`` + ``IOPS (k)`` -> ``fio-randread_IOPS_k``."""
+    text = "_".join(parts)
+    text = re.sub(r"[^A-Za-z0-9.+-]+", "_", text).strip("_")
+    return text or "figure"
+
+
+def _finite(x: float) -> bool:
+    return x is not None and math.isfinite(x)
