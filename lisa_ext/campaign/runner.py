@@ -267,7 +267,7 @@ class CampaignRunner:
             "host": socket.gethostname(), "target_config": str(spec.target),
             "platform": self.platform, "tools": self.tools,
             "workload_kind": wspec.kind, "workload_options": wspec.options,
-            "trace": None if spec.trace is None else {
+            "trace": None if not self._traced_run(key) else {
                 "events": list(spec.trace.events), "instance": instance,
                 "buffer_size_kb": spec.trace.buffer_size_kb},
             "campaign_state": {k: v for k, v in self.state.items() if k.startswith("rtapp")},
@@ -309,9 +309,13 @@ class CampaignRunner:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
 
+    def _traced_run(self, key: RunKey) -> bool:
+        trace = self.spec.trace
+        return trace is not None and trace.traces(key.workload, key.iteration)
+
     def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
         trace = self.spec.trace
-        if trace is None:
+        if not self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"])):
             meta["workload_start"] = _now()
             metrics = workload.run(ctx)
             meta["workload_end"] = _now()

@@ -88,6 +88,14 @@ _TRACE_SCHEMA = {
     "events": Field((list,), "trace events such as sched:sched_switch", True, _check_events),
     "buffer-size-kb": Field((int,), "per-CPU ring buffer size of the ftrace instance",
                             check=lambda v: None if v > 0 else "must be positive"),
+    "iterations": Field((list,), "trace only these iterations, e.g. [0] (default: all); the "
+                        "others measure without tracing overhead",
+                        check=lambda v: None if all(isinstance(i, int) and not isinstance(i, bool)
+                                                    and i >= 0 for i in v)
+                        else "must be a list of iteration numbers (0, 1, ...)"),
+    "workloads": Field((list,), "trace only these workloads, by name (default: all)",
+                       check=lambda v: None if all(isinstance(w, str) for w in v)
+                       else "must be a list of workload names"),
 }
 
 _VARIANT_SCHEMA = {
@@ -110,6 +118,13 @@ _WORKLOAD_COMMON = {
 class TraceSpec:
     events: tuple[str, ...]
     buffer_size_kb: int | None = None
+    iterations: tuple[int, ...] | None = None
+    workloads: tuple[str, ...] | None = None
+
+    def traces(self, workload: str, iteration: int) -> bool:
+        """Whether the run of ``workload`` at ``iteration`` is traced."""
+        return ((self.iterations is None or iteration in self.iterations)
+                and (self.workloads is None or workload in self.workloads))
 
 
 @dataclass(frozen=True)
@@ -183,7 +198,10 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> CampaignS
     trace = None
     if "trace" in top:
         t = check_mapping(path, top["trace"], "trace", _TRACE_SCHEMA)
-        trace = TraceSpec(tuple(str(e) for e in t["events"]), t.get("buffer-size-kb"))
+        trace = TraceSpec(
+            tuple(str(e) for e in t["events"]), t.get("buffer-size-kb"),
+            tuple(int(i) for i in t["iterations"]) if "iterations" in t else None,
+            tuple(str(w) for w in t["workloads"]) if "workloads" in t else None)
 
     variants = []
     for i, node in enumerate(top["variants"]):
@@ -216,6 +234,11 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> CampaignS
         kind_cls.check_options(path, prefix, options)
         workloads.append(WorkloadSpec(w["name"], w["kind"], options))
     _unique(path, "workloads", [w.name for w in workloads])
+    if trace is not None and trace.workloads is not None:
+        for name in trace.workloads:
+            if name not in {w.name for w in workloads}:
+                raise SpecError(path, "trace.workloads", f"{name!r} is not a workload of this spec; "
+                                f"allowed: {', '.join(w.name for w in workloads)}")
 
     return CampaignSpec(
         path=path,
