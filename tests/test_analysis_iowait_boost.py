@@ -1,0 +1,68 @@
+"""iowait_boost against the reference: D-state sleeps, runtime and block
+service times (live fio trace, shared fio trace), time-weighted frequency
+(LISA's Juno trace), the sugov_set_iowait_boost timeline (shared systrace)."""
+
+import math
+
+import analysis_reference as ref
+from analysis_loaders import FIO, JUNO, SURFACEFLINGER, fast_trace, lisa_trace, live_fio_trace, reference_events, require_shared
+
+
+def close(a, b):
+    if b is None:
+        return a is None or math.isnan(a)
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-8)
+
+
+def check_tasks(trace, path):
+    want = ref.task_io(reference_events(path))
+    got = trace.ana.iowait_boost.df_task_iowait()
+    assert sorted(got.index) == sorted(want)
+    for pid, w in want.items():
+        row = got.loc[pid]
+        assert row["iowait_count"] == w["iowait_count"], pid
+        for col in ("iowait_delay_s", "runtime_s", "mean_freq_running_khz"):
+            assert close(row[col], w[col]), (pid, col, row[col], w[col])
+    return want
+
+
+def check_devices(trace, path):
+    want = ref.block_devices(reference_events(path))
+    got = trace.ana.iowait_boost.df_device_io()
+    assert sorted(got.index) == sorted(want)
+    for dev, w in want.items():
+        for col, value in w.items():
+            assert close(got.loc[dev, col], value), (dev, col)
+    return want
+
+
+def test_live_trace_lisa_loader():
+    path = live_fio_trace()
+    trace = lisa_trace(path)
+    tasks = check_tasks(trace, path)
+    assert any(t["comm"] == "fio" and t["iowait_count"] > 100 for t in tasks.values())
+    devices = check_devices(trace, path)
+    assert sum(d["requests"] for d in devices.values()) > 100
+
+
+def test_juno_frequency_lisa_loader():
+    require_shared(JUNO)
+    tasks = check_tasks(lisa_trace(str(JUNO)), str(JUNO))
+    assert any(t["mean_freq_running_khz"] for t in tasks.values())
+
+
+def test_shared_fio_trace_fast_loader():
+    require_shared(FIO)
+    trace = fast_trace(str(FIO))
+    check_tasks(trace, str(FIO))
+    check_devices(trace, str(FIO))
+
+
+def test_surfaceflinger_iowait_boost_timeline_fast_loader():
+    require_shared(SURFACEFLINGER)
+    trace = fast_trace(str(SURFACEFLINGER))
+    timeline = trace.ana.iowait_boost.df_iowait_boost_events()
+    lines = [l for l in SURFACEFLINGER.read_text(errors="replace").splitlines() if ": sugov_set_iowait_boost:" in l]
+    assert len(timeline) == len(lines) == 366
+    cpus = sorted(int(l.split("[", 1)[1].split("]", 1)[0]) for l in lines)
+    assert sorted(timeline["cpu"].astype(int)) == cpus
