@@ -158,7 +158,7 @@ def _connected_board(target: Any):
 def _build(spec_path: Path):
     from lisa_ext.kernel.build import build_variant
 
-    return build_variant(spec_path)
+    return build_variant(spec_path, log=log.info)
 
 
 def _release_dir(artefacts) -> Path:
@@ -232,16 +232,29 @@ def _knob_items(knobs) -> list[tuple[str, str]]:
 
 
 def _apply_knobs(shell: _Shell, knobs) -> dict[str, str]:
-    """Write each runtime knob, then read it back: a knob that did not take is an error."""
+    """Write each runtime knob, then read it back: a knob that did not take is an error.
+
+    A knob path may be a shell glob (``.../policy*/scaling_governor``): every
+    match is written, and a glob matching nothing is an error.
+    """
     applied = {}
-    for path, value in _knob_items(knobs):
-        quoted = shlex.quote(path)
-        shell.run(f"echo {shlex.quote(value)} > {quoted}", timeout=60)
-        readback = shell.run(f"cat {quoted}", timeout=60).strip()
-        # sysfs lists show the chosen entry in brackets, e.g. "[menu] teo"
-        if readback != value and f"[{value}]" not in readback.split():
-            raise DeployError(f"knob {path}: wrote {value!r}, reads back {readback!r}")
-        applied[path] = readback
+    for pattern, value in _knob_items(knobs):
+        if any(c in pattern for c in "*?["):
+            # the glob is expanded by the target's shell; each match is quoted from then on
+            listing = shell.run(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; true", timeout=60)
+            paths = [line for line in listing.splitlines() if line]
+            if not paths:
+                raise DeployError(f"knob {pattern}: no file matches on the target")
+        else:
+            paths = [pattern]
+        for path in paths:
+            quoted = shlex.quote(path)
+            shell.run(f"echo {shlex.quote(value)} > {quoted}", timeout=60)
+            readback = shell.run(f"cat {quoted}", timeout=60).strip()
+            # sysfs lists show the chosen entry in brackets, e.g. "[menu] teo"
+            if readback != value and f"[{value}]" not in readback.split():
+                raise DeployError(f"knob {path}: wrote {value!r}, reads back {readback!r}")
+            applied[path] = readback
     return applied
 
 
@@ -337,6 +350,14 @@ def _fastboot(artefacts, serial: str | None, cmdline: str) -> dict[str, str | No
 
 # -- entry points ---------------------------------------------------------------
 
+def _runs_already(board, expected: Mapping[str, str | None], cmdline: str) -> bool:
+    """The board runs this very build with this command line: no reboot needed."""
+    running = board.running_kernel()
+    return (running.cmdline == cmdline and running.release == expected["release"]
+            and running.version == expected["version"]
+            and (not expected["build_id"] or running.build_id == expected["build_id"]))
+
+
 def _board_class():
     from lisa_ext.vboard.board import VirtualBoard
 
@@ -379,7 +400,12 @@ def deploy_artefacts(target: Any, artefacts, *, method: str = "auto", label: str
         board = target
         if method == "auto":
             method = "boot"
-        if method == "boot":
+            if board.is_up() and _runs_already(board, expected, board.kernel_cmdline(variant_cmdline)):
+                method = "already-running"
+        if method == "already-running":
+            shell = _BoardShell(board)
+            running = _running_on_shell(shell)
+        elif method == "boot":
             # A running board keeps its disk across the switch, as a real board's does.
             board.up(Path(artefacts.bzimage), modules_dir=getattr(artefacts, "modules_dir", None),
                      release=artefacts.release, load=load, cmdline=variant_cmdline, label=label,
@@ -433,9 +459,12 @@ def deploy_variant(target: Any, spec_path: str | os.PathLike, *, method: str = "
 
     ``target`` is a :class:`~lisa_ext.vboard.board.VirtualBoard`, a path to a
     LISA target_conf YAML (``target-configs/vboard.yml`` means the virtual
-    board), or a connected devlib/LISA target. ``method`` is ``auto`` (boot for
-    the virtual board, kexec for other Linux targets, fastboot for Android),
-    ``boot``, ``kexec`` or ``fastboot``.
+    board), or a connected devlib/LISA target (one connected to the virtual
+    board is recognised by its port, and reconnected after the switch).
+    ``method`` is ``auto``, ``boot``, ``kexec`` or ``fastboot``. ``auto`` means:
+    on the virtual board, nothing when it already runs this build with this
+    command line (``"already-running"``, knobs still applied), else boot; kexec
+    for other Linux targets; fastboot for Android.
     """
     spec_path = Path(spec_path)
     artefacts = _build(spec_path)
