@@ -47,7 +47,6 @@ __all__ = ["plan_runs", "CampaignRunner", "RunSummary", "JOURNAL_NAME", "STATE_N
 
 JOURNAL_NAME = ".runner-journal.json"
 STATE_NAME = "campaign-state.json"
-_LOCK_NAME = ".runner.lock"
 log = logging.getLogger(__name__)
 
 
@@ -150,7 +149,8 @@ class CampaignRunner:
                 raise UserError(f"{self.spec.path} differs from the spec this campaign was started "
                                 f"with ({copy}); resume with the same spec or use another directory")
         root.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(root / _LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
+        # lock the directory itself: no lock file to clean up, released by the kernel on SIGKILL
+        self._lock_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -365,7 +365,8 @@ class CampaignRunner:
 
         journal = _Journal(self.store.root / JOURNAL_NAME, self.target)
         failed = 0
-        bar = tqdm(total=len(todo), unit="run", desc=self.spec.name, disable=not self.progress,
+        bar = tqdm(total=len(todo), unit="run", desc=self.spec.name,
+                   disable=not self.progress or not todo,
                    file=sys.stderr, dynamic_ncols=True)
         try:
             for index, key in todo:

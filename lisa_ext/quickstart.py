@@ -1,0 +1,244 @@
+"""``lisa-ext quickstart``: a short real campaign on this machine, reported as one HTML page.
+
+What it does, in order:
+
+1. preflight: root, tracefs (mounted here when missing), trace-cmd / fio / rt-app
+   installed; anything missing is reported as one sentence saying how to fix it;
+2. runs ``notebooks/quickstart.yml`` into ``data/quickstart/`` (finished runs
+   from an earlier invocation are kept, as with ``campaign run --resume``);
+3. executes ``notebooks/quickstart.ipynb`` with papermill and exports it with
+   nbconvert to ``out/quickstart.html``, figures embedded as PNG so the page
+   works offline.
+
+The notebook only holds narrative and parameters: the tables and the figure come
+from the functions below (:func:`campaign_overview`, :func:`per_run_table`, :func:`workloads`,
+:func:`variant_summary`, :func:`plot_key_metrics`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+
+__all__ = ["register", "preflight", "run_quickstart", "campaign_overview", "per_run_table", "workloads",
+           "variant_summary", "plot_key_metrics", "KEY_METRICS", "REPO_ROOT"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPEC = REPO_ROOT / "notebooks" / "quickstart.yml"
+NOTEBOOK = REPO_ROOT / "notebooks" / "quickstart.ipynb"
+TRACEFS = "/sys/kernel/tracing"
+
+#: metrics of the quickstart workloads shown in the summary and the figure
+KEY_METRICS = ("read_iops", "read_clat_mean", "read_clat_p99", "medium_perf_index_mean",
+               "small_perf_index_mean", "medium_wu_lat_mean")
+
+
+# -- preflight ------------------------------------------------------------------
+
+def preflight(echo=print) -> None:
+    """Check what a local campaign needs; raise UserError with one sentence if something is missing."""
+    if os.geteuid() != 0:
+        raise UserError("the quickstart needs root, because it writes sysfs knobs and records "
+                        "kernel traces: run it again as root (e.g. `sudo make run`)")
+    missing = [tool for tool in ("trace-cmd", "fio", "rt-app") if shutil.which(tool) is None]
+    if missing:
+        raise UserError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed: "
+                        "run `bash scripts/install-system-packages.sh` as root")
+    if not os.path.isdir(f"{TRACEFS}/instances"):
+        proc = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS],
+                              capture_output=True, text=True)
+        if proc.returncode != 0 or not os.path.isdir(f"{TRACEFS}/instances"):
+            raise UserError(f"tracefs is not mounted at {TRACEFS} and mounting it failed "
+                            f"({proc.stderr.strip() or 'no instances directory'}): this kernel needs "
+                            "CONFIG_FTRACE; mount it with `mount -t tracefs nodev /sys/kernel/tracing`")
+        echo(f"tracefs was not mounted: mounted it at {TRACEFS}")
+
+
+# -- the notebook's computations ------------------------------------------------------
+
+def campaign_overview(campaign_dir: str | os.PathLike):
+    """One row per (variant, workload): runs ok/failed, knobs read back, kernel, trace size."""
+    import json
+
+    import pandas as pd
+
+    from lisa_ext.campaign.store import CampaignStore
+
+    rows = []
+    for run_dir, result in CampaignStore(campaign_dir).iter_results():
+        meta = json.loads((run_dir / "meta.json").read_text())
+        trace = run_dir / "trace.dat"
+        knobs = ", ".join(f"{Path(p).name}={k.get('read_back')}"
+                          for p, k in (meta.get("knobs") or {}).items())
+        rows.append({
+            "variant": result.variant, "workload": result.workload,
+            "ok": result.status == "ok", "knobs read back": knobs,
+            "kernel": (meta.get("kernel") or {}).get("release"),
+            "run s": meta.get("duration_s"),
+            "trace MB": trace.stat().st_size / 1e6 if trace.exists() else 0.0,
+        })
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    return (df.groupby(["variant", "workload"], sort=False)
+              .agg(runs=("ok", "size"), ok=("ok", "sum"), knobs=("knobs read back", "first"),
+                   kernel=("kernel", "first"), mean_run_s=("run s", "mean"),
+                   trace_MB=("trace MB", "sum"))
+              .reset_index())
+
+
+def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
+    """The per-run metrics of one workload: one row per run, one column per metric (with unit).
+
+    ``metrics`` restricts the columns (default: every metric the workload reports).
+    """
+    from lisa_ext.campaign.store import metrics_table
+
+    df = metrics_table(campaign_dir)
+    df = df[df["workload"] == workload]
+    if metrics is not None:
+        df = df[df["metric"].isin(metrics)]
+    order = list(dict.fromkeys(df["metric"] + " [" + df["unit"] + "]"))
+    df = df.assign(column=df["metric"] + " [" + df["unit"] + "]")
+    table = df.pivot_table(index=["variant", "iteration"], columns="column",
+                           values="value", aggfunc="first")
+    table = table[[c for c in order if c in table.columns]]
+    table.columns.name = None
+    return table.round(3)
+
+
+def workloads(campaign_dir: str | os.PathLike) -> list[str]:
+    """The workloads of a campaign directory, in spec order."""
+    from lisa_ext.campaign.spec import load_spec
+    from lisa_ext.campaign.store import CampaignStore
+
+    spec = load_spec(CampaignStore(campaign_dir).spec_copy, check_files=False)
+    return [w.name for w in spec.workloads]
+
+
+def variant_summary(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
+    """Median and min-max over iterations, per workload, metric and variant."""
+    from lisa_ext.campaign.store import metrics_table
+
+    df = metrics_table(campaign_dir)
+    df = df[df["metric"].isin(metrics)]
+    g = df.groupby(["workload", "metric", "unit", "lower_is_better", "variant"], sort=False)["value"]
+    out = g.agg(["count", "median", "min", "max"]).reset_index()
+    return out.round(3)
+
+
+def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
+    """One panel per key metric: each iteration as a dot, the median as a bar, per variant."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from lisa_ext.campaign.store import metrics_table
+
+    df = metrics_table(campaign_dir)
+    df = df[df["metric"].isin(metrics)]
+    panels = [m for m in metrics if m in set(df["metric"])]
+    if not panels:
+        raise UserError(f"{campaign_dir} has no run with any of the metrics {', '.join(metrics)}")
+    variants = list(dict.fromkeys(df["variant"]))
+    colors = matplotlib.colormaps["tab10"].colors
+    ncols = min(3, len(panels))
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
+    for ax, metric in zip(axes.flat, panels):
+        sub = df[df["metric"] == metric]
+        for i, variant in enumerate(variants):
+            values = sub[sub["variant"] == variant]["value"]
+            if values.empty:
+                continue
+            ax.bar(i, values.median(), color=colors[i % 10], alpha=0.35, width=0.6)
+            ax.scatter([i] * len(values), values, color=colors[i % 10], zorder=3, s=18)
+        unit = sub["unit"].iloc[0]
+        better = "lower" if sub["lower_is_better"].iloc[0] else "higher"
+        ax.set_title(f"{sub['workload'].iloc[0]}: {metric}", fontsize=9)
+        ax.set_ylabel(f"{unit} ({better} is better)", fontsize=8)
+        ax.set_xticks(range(len(variants)), variants)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+# -- the command ----------------------------------------------------------------
+
+def _execute_notebook(campaign_dir: Path, out_html: Path) -> Path:
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    executed = out_html.with_suffix(".ipynb")
+    papermill.execute_notebook(
+        str(NOTEBOOK), str(executed), parameters={"campaign_dir": str(campaign_dir)},
+        kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False, log_output=False,
+    )
+    nb = nbformat.read(executed, as_version=4)
+    exporter = HTMLExporter(template_name="lab")
+    exporter.log.setLevel(logging.ERROR)  # e.g. "alternative text is missing" for each figure
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    body, _resources = exporter.from_notebook_node(nb)
+    # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
+    body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)
+    tmp = out_html.with_name(out_html.name + ".part")
+    tmp.write_text(body, encoding="utf-8")
+    os.replace(tmp, out_html)
+    return out_html
+
+
+def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
+                   progress: bool = True, echo=print) -> Path:
+    from lisa_ext.campaign.cli import quiet_lisa_logs
+    from lisa_ext.campaign.runner import CampaignRunner
+    from lisa_ext.campaign.spec import load_spec
+    from lisa_ext.target import check_target_conf
+
+    preflight(echo)
+    spec = load_spec(SPEC)
+    check_target_conf(spec.target)
+    if fresh and campaign_dir.exists():
+        shutil.rmtree(campaign_dir)
+    elif (campaign_dir / "runs").exists():
+        echo(f"keeping finished runs in {campaign_dir} (--fresh starts over)")
+    quiet_lisa_logs()
+    summary = CampaignRunner(spec, campaign_dir, resume=True, progress=progress).run()
+    echo(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
+         + (f", {summary.skipped} kept from before" if summary.skipped else ""))
+    echo("executing notebooks/quickstart.ipynb ...")
+    return _execute_notebook(campaign_dir.resolve(), out_html)
+
+
+def _handler(args: argparse.Namespace) -> int:
+    campaign_dir = Path(args.data)
+    out = Path(args.out)
+    html = run_quickstart(campaign_dir, out, fresh=args.fresh, progress=not args.no_progress)
+    print(f"quickstart report: {html.resolve()}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("quickstart", help="run the quickstart study on this machine")
+    p.add_argument("--data", default=str(REPO_ROOT / "data" / "quickstart"),
+                   help="campaign directory (default: data/quickstart)")
+    p.add_argument("--out", default=str(REPO_ROOT / "out" / "quickstart.html"),
+                   help="HTML report (default: out/quickstart.html)")
+    p.add_argument("--fresh", action="store_true", help="discard earlier runs and start over")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_handler)
+
+
+if __name__ == "__main__":  # pragma: no cover - convenience for `python -m lisa_ext.quickstart`
+    from lisa_ext.cli import main
+    sys.exit(main(["quickstart", *sys.argv[1:]]))
