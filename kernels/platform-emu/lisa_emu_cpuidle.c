@@ -31,7 +31,7 @@
 #include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/string.h>
-#include <asm/irqflags.h>
+#include <linux/irqflags.h>
 
 struct emu_idle_state {
 	const char *name;
