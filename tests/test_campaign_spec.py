@@ -1,0 +1,161 @@
+"""Campaign specs and target configs: valid files load, bad ones stop with one precise message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaign_helpers import LISA_EXT, LOCAL_TARGET, REPO, write_spec
+from lisa_ext.campaign.runner import plan_runs
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.errors import SpecError
+from lisa_ext.target import check_target_conf
+
+GOOD = """\
+name: t
+target: @TARGET@
+iterations: 2
+trace:
+  events: [sched:sched_switch, workqueue]
+variants:
+  - name: a
+    knobs: {/sys/module/workqueue/parameters/default_affinity_scope: cache}
+  - name: b
+    knobs: {/sys/module/workqueue/parameters/default_affinity_scope: system}
+workloads:
+  - name: io
+    kind: fio
+    options: {rw: randread, bs: 4k, runtime: 1, time_based: 1, size: 8M}
+  - name: rt
+    kind: rtapp
+    duration-s: 1
+    tasks: {small: {duty-cycle-pct: 10, period-ms: 16}}
+"""
+
+
+def bad(tmp_path: Path, old: str, new: str) -> str:
+    path = write_spec(tmp_path / "spec.yml", GOOD.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    msg = str(info.value)
+    assert msg.startswith(str(path)), msg
+    assert "\n" not in msg
+    return msg
+
+
+def test_committed_specs_load():
+    for path in (REPO / "notebooks" / "quickstart.yml", REPO / "campaigns" / "sample-wq-affinity.yml"):
+        spec = load_spec(path)
+        assert spec.target == LOCAL_TARGET
+        assert len(spec.variants) == 2 and spec.iterations >= 3
+        assert {w.kind for w in spec.workloads} == {"fio", "rtapp"}
+
+
+def test_good_spec_and_interleaved_plan(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "spec.yml", GOOD))
+    assert spec.variants[0].knobs == {"/sys/module/workqueue/parameters/default_affinity_scope": "cache"}
+    assert spec.trace.traces("io", 5)
+    order = [str(k) for k in plan_runs(spec)]
+    assert order == ["a/io/0", "b/io/0", "a/rt/0", "b/rt/0", "a/io/1", "b/io/1", "a/rt/1", "b/rt/1"]
+
+
+def test_group_by_variant_plan(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "spec.yml", "order: group-by-variant\n" + GOOD))
+    order = [str(k) for k in plan_runs(spec)]
+    assert order == ["a/io/0", "a/rt/0", "a/io/1", "a/rt/1", "b/io/0", "b/rt/0", "b/io/1", "b/rt/1"]
+
+
+def test_unknown_key_names_key_line_and_allowed(tmp_path):
+    msg = bad(tmp_path, "iterations: 2", "iterations: 2\nrepeat: 3")
+    assert "repeat (line 4)" in msg and "unknown key" in msg
+    assert "allowed here: name, description, target, iterations, order" in msg
+
+
+def test_unknown_nested_key(tmp_path):
+    msg = bad(tmp_path, "    duration-s: 1", "    duration-s: 1\n    durations: 2")
+    assert "workloads[1].durations" in msg and "allowed here:" in msg and "tasks" in msg
+
+
+def test_wrong_type(tmp_path):
+    msg = bad(tmp_path, "iterations: 2", "iterations: two")
+    assert ": iterations (line 3): expected integer" in msg and "got string 'two'" in msg
+    msg = bad(tmp_path, "iterations: 2", "iterations: true")
+    assert "expected integer" in msg
+
+
+def test_missing_target_file(tmp_path):
+    msg = bad(tmp_path, f"target: @TARGET@", "target: nowhere/local.yml")
+    assert ": target: target config" in msg and "nowhere/local.yml not found" in msg
+
+
+def test_missing_spec_file(tmp_path):
+    with pytest.raises(SpecError, match="campaign spec: file not found"):
+        load_spec(tmp_path / "absent.yml")
+
+
+def test_missing_required_key(tmp_path):
+    msg = bad(tmp_path, "iterations: 2\n", "")
+    assert ": iterations: missing required key" in msg
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("kind: fio", "kind: iozone", "unknown workload kind 'iozone'; allowed: fio, rtapp"),
+    ("rw: randread", "output: x", "set by lisa-ext itself"),
+    ("small: {", "toolongname: {", "task names are 1-7 letters"),
+    ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "must be in (0, 100]"),
+    ("name: b\n", "name: a\n", "name 'a' is used twice"),
+    ("iterations: 2", "iterations: 2\norder: random", "is not one of: interleave, group-by-variant"),
+])
+def test_bad_values(tmp_path, old, new, expected):
+    assert expected in bad(tmp_path, old, new)
+
+
+def test_bad_knob_and_events(tmp_path):
+    assert "must be an absolute path under /sys or /proc" in bad(
+        tmp_path, "{/sys/module/workqueue/parameters/default_affinity_scope: cache}", "{/etc/passwd: x}")
+    assert "is not a trace event" in bad(tmp_path, "workqueue]", "'work queue']")
+    assert "'nope' is not a workload of this spec" in bad(
+        tmp_path, "events: [sched:sched_switch, workqueue]",
+        "events: [sched:sched_switch]\n  workloads: [nope]")
+
+
+def test_kernel_variant_file_must_exist(tmp_path):
+    msg = bad(tmp_path, "  - name: b\n", "  - name: b\n    kernel: kernels/none/variant.yml\n")
+    assert "variants[1].kernel" in msg and "not found" in msg
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("target-conf:\n  kind: host\n  bogus: 1\n", "target-conf.bogus: unknown key; allowed here: name, kind"),
+    ("target-conf:\n  kind: linux\n  port: abc\n", "target-conf.port: expected integer or null"),
+    ("target-conf:\n  kind: host\n  devlib:\n    nope: 1\n", "target-conf.devlib.nope: unknown key"),
+    ("target-conf:\n  kind: phone\n", "target-conf.kind: 'phone' is not one of: host, linux, android"),
+    ("kind: host\n", "target-conf: missing"),
+])
+def test_bad_target_config(tmp_path, body, expected):
+    path = tmp_path / "target.yml"
+    path.write_text(body)
+    with pytest.raises(SpecError) as info:
+        check_target_conf(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert expected in str(info.value)
+
+
+def test_committed_target_configs_are_valid():
+    for path in sorted((REPO / "target-configs").glob("*.yml")):
+        if path.name.startswith(("local", "ssh-board", "android-phone")):
+            check_target_conf(path)
+
+
+def test_cli_bad_spec_stops_before_running(tmp_path):
+    spec = write_spec(tmp_path / "spec.yml", GOOD.replace("iterations: 2", "iterations: 2\nrepeat: 1"))
+    out = tmp_path / "out"
+    proc = subprocess.run(LISA_EXT + ["campaign", "run", str(spec), "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"lisa-ext campaign: error: {spec}: repeat (line 4): unknown key; allowed here: "
+        "name, description, target, iterations, order, trace, variants, workloads"]
+    assert not out.exists()
