@@ -12,7 +12,8 @@ EXT_MODULES: list = [
         "lisa_ext.trace._tracedat",
         sources=["lisa_ext/trace/_tracedat.c"],
         libraries=["zstd", "z"],
-        extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wno-unused-function"],
+        extra_compile_args=["-O2", "-std=gnu11", "-pthread", "-Wall", "-Wno-unused-function"],
+        extra_link_args=["-pthread"],
     ),
 ]
 

@@ -23,6 +23,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -85,26 +86,37 @@ static PyTypeObject BufferType = {
 
 typedef struct {
     char *p;
-    size_t len, cap;
+    size_t len;
+    size_t cap;    /* bytes prefaulted and writable: the growth check */
+    size_t mapped; /* size of the mapping */
 } Vec;
 
 #define VEC_MIN (64 * 1024)
-#define VEC_HUGE (4u << 20)
+#define VEC_POPULATE (1u << 20)
 
 static int vec_grow(Vec *v, size_t need)
 {
-    size_t cap = v->cap ? v->cap : VEC_MIN;
+    if (need > v->mapped) {
+        size_t size = v->mapped ? v->mapped : VEC_MIN;
+        while (size < need)
+            size *= 2;
+        void *p = v->p ? mremap(v->p, v->mapped, size, MREMAP_MAYMOVE)
+                       : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+        v->p = p;
+        v->mapped = size;
+    }
+    /* Prefault ahead in 1 MiB steps: one call instead of 256 page faults. */
+    size_t cap = v->cap;
     while (cap < need)
-        cap *= 2;
-    void *p = v->p ? mremap(v->p, v->cap, cap, MREMAP_MAYMOVE)
-                   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return -1;
-#ifdef MADV_HUGEPAGE
-    if (0 && cap >= VEC_HUGE)
-        madvise(p, cap, MADV_HUGEPAGE);
+        cap += VEC_POPULATE;
+    if (cap > v->mapped)
+        cap = v->mapped;
+#ifdef MADV_POPULATE_WRITE
+    if (cap > v->cap)
+        madvise(v->p + v->cap, cap - v->cap, MADV_POPULATE_WRITE); /* best effort: faults otherwise */
 #endif
-    v->p = p;
     v->cap = cap;
     return 0;
 }
@@ -126,18 +138,18 @@ static PyObject *vec_to_buffer(Vec *v)
         return NULL;
     b->data = v->p;
     b->len = (Py_ssize_t)v->len;
-    b->mapped = v->cap;
+    b->mapped = v->mapped;
     v->p = NULL;
-    v->len = v->cap = 0;
+    v->len = v->cap = v->mapped = 0;
     return (PyObject *)b;
 }
 
 static void vec_free(Vec *v)
 {
     if (v->p)
-        munmap(v->p, v->cap);
+        munmap(v->p, v->mapped);
     v->p = NULL;
-    v->len = v->cap = 0;
+    v->len = v->cap = v->mapped = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -173,6 +185,7 @@ typedef struct {
     int32_t comm_count;
     int64_t rows;
     int overflow;
+    int thread; /* which decoding thread appends this event */
 } Slot;
 
 /* ------------------------------------------------------------------ */
@@ -597,15 +610,13 @@ static inline int put_trusted(Vec *dv, Vec *ov, int32_t *count, const char *s, s
 {
     if ((uint64_t)*count + n > INT32_MAX)
         return -1;
-    if (vec_reserve(dv, n + 8) < 0 || vec_reserve(ov, 4) < 0)
+    if (vec_reserve(dv, n + 16) < 0 || vec_reserve(ov, 4) < 0)
         return -2;
     char *dst = dv->p + dv->len;
-    if (n <= 16) {
-        for (size_t i = 0; i < n; i++)
-            dst[i] = s[i];
-    } else {
+    if (n <= 16)
+        memcpy(dst, s, 16); /* the comm table ends with 16 bytes of slack */
+    else
         memcpy(dst, s, n);
-    }
     dv->len += n;
     *count += (int32_t)n;
     VEC_PUT(ov, count, 4);
@@ -652,6 +663,10 @@ static inline int dyn_range(const Column *col, const uint8_t *rec, uint32_t rec_
 
 static int offsets_init(Vec *o);
 
+/* 16 bytes each: put_trusted copies 16 bytes at a time */
+static const char COMM_IDLE[16] = "<idle>";
+static const char COMM_UNKNOWN[16] = "<...>";
+
 static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const uint8_t *rec, uint32_t rec_len)
 {
     int32_t pid = 0;
@@ -675,14 +690,14 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
     const char *comm;
     size_t clen;
     if (pid == 0) {
-        comm = "<idle>";
+        comm = COMM_IDLE;
         clen = 6;
     } else if (pid > 0 && (size_t)pid < cm->npids && cm->comm_index[pid] >= 0) {
         int32_t k = cm->comm_index[pid];
         comm = cm->comm_data + cm->comm_offsets[k];
         clen = (size_t)(cm->comm_offsets[k + 1] - cm->comm_offsets[k]);
     } else {
-        comm = "<...>";
+        comm = COMM_UNKNOWN;
         clen = 5;
     }
     int r = put_trusted(&s->comm_d, &s->comm_o, &s->comm_count, comm, clen);
@@ -820,12 +835,77 @@ static PyObject *slot_result(Slot *s)
                          "columns", cols);
 }
 
+typedef struct {
+    Decoder *d;
+    Cursor *cur;
+    Py_ssize_t nstreams;
+    Slot **by_id;
+    uint64_t *id_counts;
+    int64_t *per_stream;
+    Comms *cm;
+    uint32_t type_off, type_size;
+    int64_t first_ts, last_ts, total;
+    int err;
+} Job;
+
+/* Merge the streams in timestamp order (ties: lowest stream first, as
+ * trace-cmd does) and append each record whose event has a slot. */
+static void *run_job(void *arg)
+{
+    Job *j = arg;
+    Decoder *d = j->d;
+    Cursor *cur = j->cur;
+    for (Py_ssize_t i = 0; i < j->nstreams; i++) {
+        if (next_page(d, &cur[i], 1))
+            advance(d, &cur[i]);
+        else
+            cur[i].done = 1;
+    }
+    for (;;) {
+        Cursor *best = NULL;
+        Py_ssize_t bi = 0;
+        for (Py_ssize_t i = 0; i < j->nstreams; i++) {
+            Cursor *c = &cur[i];
+            if (c->has && (!best || c->rec_ts < best->rec_ts)) {
+                best = c;
+                bi = i;
+            }
+        }
+        if (!best)
+            break;
+        const uint8_t *rec = best->rec;
+        uint32_t rec_len = best->rec_len;
+        if (j->type_off + j->type_size <= rec_len) {
+            uint32_t id = (uint32_t)rdn(rec + j->type_off, j->type_size) & 0xffff;
+            j->id_counts[id]++;
+            Slot *s = j->by_id[id];
+            if (s && !s->overflow) {
+                int r = append(d, s, j->cm, best->cpu, best->rec_ts, rec, rec_len);
+                if (r == -2) {
+                    j->err = 1;
+                    break;
+                }
+                if (r == -1)
+                    s->overflow = 1;
+            }
+        }
+        if (j->first_ts < 0)
+            j->first_ts = (int64_t)best->rec_ts;
+        j->last_ts = (int64_t)best->rec_ts;
+        j->total++;
+        j->per_stream[bi]++;
+        advance(d, best);
+    }
+    return NULL;
+}
+
 PyDoc_STRVAR(decode_doc,
 "decode(path, fd, streams, compression, page_size, commit_offset, commit_size, data_offset,\n"
 "       type_offset, type_size, slots, comm_index, comm_offsets, comm_data) -> dict\n\n"
 "Decode every record of the given CPU streams, merged in timestamp order.\n"
 "streams: list of (cpu, file_offset, size). slots: list of\n"
-"(event_id, pid_offset, pid_size, [(kind, flags, offset, size, elem), ...]).\n"
+"(event_id, pid_offset, pid_size, [(kind, flags, offset, size, elem), ...][, thread]).\n"
+"Slots given thread k > 0 are decoded by a helper thread (uncompressed data only).\n"
 "Returns {'counts': {id: n}, 'slots': [dict per slot], 'warnings': [str],\n"
 "'first_ts': int|None, 'last_ts': int|None, 'cpu_counts': {cpu: n}}.");
 
@@ -876,6 +956,21 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     if (comm_index.len % 4 || comm_offsets.len % 4 || comm_offsets.len < 4) {
         PyErr_SetString(PyExc_ValueError, "comm tables must be int32 arrays");
         goto out;
+    }
+    {
+        const int32_t *co = comm_offsets.buf;
+        Py_ssize_t ncomm = comm_offsets.len / 4 - 1;
+        int bad = co[0] != 0 || (Py_ssize_t)co[ncomm] + 16 > comm_data.len;
+        for (Py_ssize_t k = 0; !bad && k < ncomm; k++)
+            bad = co[k + 1] < co[k];
+        for (Py_ssize_t k = 0; !bad && k < comm_index.len / 4; k++) {
+            int32_t v = ((const int32_t *)comm_index.buf)[k];
+            bad = v < -1 || v >= ncomm;
+        }
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "inconsistent comm tables (need 16 bytes of slack)");
+            goto out;
+        }
     }
     Comms cm = {comm_index.buf, (size_t)comm_index.len / 4, comm_offsets.buf, comm_data.buf};
 
@@ -937,11 +1032,12 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < nslots; i++) {
         PyObject *t = PySequence_GetItem(slots_o, i), *fields;
         Slot *s = &slots[i];
-        if (!t || !PyArg_ParseTuple(t, "iIIO", &s->id, &s->pid_offset, &s->pid_size, &fields)) {
+        if (!t || !PyArg_ParseTuple(t, "iIIO|i", &s->id, &s->pid_offset, &s->pid_size, &fields, &s->thread)) {
             Py_XDECREF(t);
             goto out;
         }
-        if (s->id < 0 || s->id > 65535 || (s->pid_size != 1 && s->pid_size != 2 && s->pid_size != 4)) {
+        if (s->id < 0 || s->id > 65535 || (s->pid_size != 1 && s->pid_size != 2 && s->pid_size != 4) ||
+            s->thread < 0 || s->thread > 15) {
             Py_DECREF(t);
             PyErr_Format(PyExc_ValueError, "bad slot for event id %d", s->id);
             goto out;
@@ -981,52 +1077,95 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
         Py_DECREF(t);
     }
 
-    int64_t first_ts = -1, last_ts = -1;
-    int64_t total = 0;
-    int err = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < nstreams; i++) {
-        if (next_page(dp, &cur[i], 1))
-            advance(dp, &cur[i]);
-        else
-            cur[i].done = 1;
-    }
-    for (;;) {
-        Cursor *best = NULL;
-        Py_ssize_t bi = 0;
-        for (Py_ssize_t i = 0; i < nstreams; i++) {
-            Cursor *c = &cur[i];
-            if (c->has && (!best || c->rec_ts < best->rec_ts)) {
-                best = c;
-                bi = i;
-            }
+    /* Helper threads (uncompressed data only): each walks every record with
+     * its own cursors and file mapping -- walking is cheap -- but appends
+     * only the events of the slots assigned to it. */
+    int nthreads = 1;
+    for (Py_ssize_t i = 0; i < nslots; i++)
+        if (slots[i].thread + 1 > nthreads)
+            nthreads = slots[i].thread + 1;
+    if (comp != COMP_NONE || !dp->map || nthreads > 16)
+        nthreads = 1;
+    Job jobs[16];
+    memset(jobs, 0, sizeof jobs);
+    for (int t = 0; t < nthreads; t++) {
+        Job *j = &jobs[t];
+        j->cm = &cm;
+        j->type_off = type_off;
+        j->type_size = type_size;
+        j->nstreams = nstreams;
+        j->first_ts = j->last_ts = -1;
+        if (t == 0) {
+            j->d = dp;
+            j->cur = cur;
+            j->by_id = by_id;
+            j->id_counts = id_counts;
+            j->per_stream = per_stream;
+            continue;
         }
-        if (!best)
+        j->d = calloc(1, sizeof(Decoder));
+        j->cur = calloc(nstreams ? nstreams : 1, sizeof(Cursor));
+        j->by_id = calloc(65536, sizeof(Slot *));
+        j->id_counts = calloc(65536, sizeof(uint64_t));
+        j->per_stream = calloc(nstreams ? nstreams : 1, sizeof(int64_t));
+        if (!j->d || !j->cur || !j->by_id || !j->id_counts || !j->per_stream) {
+            nthreads = t + 1;
+            j->err = 1;
             break;
-        const uint8_t *rec = best->rec;
-        uint32_t rec_len = best->rec_len;
-        if (type_off + type_size <= rec_len) {
-            uint32_t id = (uint32_t)rdn(rec + type_off, type_size) & 0xffff;
-            id_counts[id]++;
-            Slot *s = by_id[id];
-            if (s && !s->overflow) {
-                int r = append(dp, s, &cm, best->cpu, best->rec_ts, rec, rec_len);
-                if (r == -2) {
-                    err = 1;
-                    break;
-                }
-                if (r == -1)
-                    s->overflow = 1;
-            }
         }
-        if (first_ts < 0)
-            first_ts = (int64_t)best->rec_ts;
-        last_ts = (int64_t)best->rec_ts;
-        total++;
-        per_stream[bi]++;
-        advance(dp, best);
+        *j->d = *dp;
+        j->d->nwarn = 0;
+        j->d->cbuf = NULL;
+        j->d->cbuf_cap = 0;
+        j->d->zctx = NULL;
+        void *m = mmap(NULL, dp->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        j->d->map = m == MAP_FAILED ? NULL : m;
+        if (!j->d->map) {
+            nthreads = t + 1;
+            j->err = 1;
+            break;
+        }
+        memcpy(j->cur, cur, nstreams * sizeof(Cursor));
+    }
+    for (Py_ssize_t i = 0; i < nslots; i++) {
+        int t = slots[i].thread < nthreads ? slots[i].thread : 0;
+        jobs[0].by_id[slots[i].id] = NULL;
+        jobs[t].by_id[slots[i].id] = &slots[i];
+    }
+    int err = 0;
+    for (int t = 0; t < nthreads; t++)
+        err |= jobs[t].err;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t tids[16];
+    int started[16] = {0};
+    if (!err) {
+        for (int t = 1; t < nthreads; t++)
+            started[t] = pthread_create(&tids[t], NULL, run_job, &jobs[t]) == 0;
+        for (int t = 1; t < nthreads; t++)
+            if (!started[t]) /* no thread: do its share here */
+                run_job(&jobs[t]);
+        run_job(&jobs[0]);
+        for (int t = 1; t < nthreads; t++)
+            if (started[t])
+                pthread_join(tids[t], NULL);
     }
     Py_END_ALLOW_THREADS
+    for (int t = 0; t < nthreads; t++)
+        err |= jobs[t].err;
+    int64_t first_ts = jobs[0].first_ts, last_ts = jobs[0].last_ts, total = jobs[0].total;
+    for (int t = 1; t < nthreads; t++) {
+        if (jobs[t].d) {
+            if (jobs[t].d->map)
+                munmap((void *)jobs[t].d->map, jobs[t].d->map_len);
+            for (Py_ssize_t i = 0; i < nstreams; i++)
+                free(jobs[t].cur ? jobs[t].cur[i].own : NULL);
+        }
+        free(jobs[t].d);
+        free(jobs[t].cur);
+        free(jobs[t].by_id);
+        free(jobs[t].id_counts);
+        free(jobs[t].per_stream);
+    }
     if (err) {
         PyErr_NoMemory();
         goto out;

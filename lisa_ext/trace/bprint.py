@@ -18,6 +18,8 @@ import struct
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Callable
+
     import pyarrow
 
 __all__ = ["BprintFormatter", "unescape_format"]
@@ -93,12 +95,28 @@ class _Compiled:
 class BprintFormatter:
     """Turns bprint ``fmt`` addresses and ``buf`` bytes into text."""
 
-    def __init__(self, printk: dict[int, str], kallsyms: list[tuple[int, str]], long_size: int):
+    def __init__(self, printk: dict[int, str], kallsyms: "Callable[[], list[tuple[int, str]]]", long_size: int):
+        """:param kallsyms: returns (address, name) pairs sorted by address; called
+        only if a format prints a symbol (%pS and friends)."""
         self.printk = printk
         self.long_size = long_size
-        self._sym_addrs = [a for a, _ in kallsyms]
-        self._sym_names = [n for _, n in kallsyms]
+        self._kallsyms = kallsyms
+        self._syms: tuple[list[int], list[str]] | None = None
         self._compiled: dict[int, tuple[str, _Compiled | None]] = {}
+
+    @property
+    def _sym_addrs(self) -> list[int]:
+        return self._symbols()[0]
+
+    @property
+    def _sym_names(self) -> list[str]:
+        return self._symbols()[1]
+
+    def _symbols(self) -> tuple[list[int], list[str]]:
+        if self._syms is None:
+            pairs = self._kallsyms()
+            self._syms = ([a for a, _ in pairs], [n for _, n in pairs])
+        return self._syms
 
     def _lookup(self, addr: int) -> tuple[str, _Compiled | None]:
         hit = self._compiled.get(addr)
@@ -205,8 +223,9 @@ class BprintFormatter:
 
         addrs = table.column("fmt").to_pylist()
         bufs = table.column("buf").combine_chunks()
-        offsets = bufs.offsets.to_numpy()
-        data = bufs.values.to_numpy(zero_copy_only=False).tobytes() if len(bufs.values) else b""
+        offsets = bufs.offsets.to_pylist()
+        values = bufs.values
+        data = values.buffers()[1].to_pybytes()[values.offset:] if len(values) else b""
         fmts, texts = [], []
         for k, addr in enumerate(addrs):
             fmt, text = self.format(addr, data[offsets[k] : offsets[k + 1]])

@@ -11,6 +11,7 @@ The tables follow the column contract of :mod:`lisa_ext.trace.tables`.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import re
@@ -82,13 +83,25 @@ class FormatField:
 
 @dataclass
 class EventFormat:
-    """An event's format: id, system, name and fields (common ones included)."""
+    """An event's format: id, system, name and fields (common ones included).
+
+    Files carry the formats of every event the kernel had (a thousand or more);
+    the fields are parsed from ``text`` only for events that are decoded.
+    """
 
     id: int
     system: str
     name: str
-    fields: list[FormatField]
-    print_fmt: str = ""
+    text: str = field(default="", repr=False)
+
+    @functools.cached_property
+    def fields(self) -> list[FormatField]:
+        return _parse_fields(self.text)
+
+    @property
+    def print_fmt(self) -> str:
+        pm = re.search(r"^print fmt:\s*(.*)$", self.text, re.M)
+        return pm[1] if pm else ""
 
     def field(self, name: str) -> FormatField | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -106,12 +119,17 @@ class TraceDatFile:
     header_page: str
     events: dict[int, EventFormat]
     printk: dict[int, str]
-    kallsyms: list[tuple[int, str]]
+    kallsyms_text: str
     cmdlines: dict[int, str]
     clock: str
     cpus: int
     streams: list[tuple[int, int, int]] = field(default_factory=list)  # (cpu, offset, size)
     buffers: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def kallsyms(self) -> list[tuple[int, str]]:
+        """(address, name) sorted by address; parsed on first use (it is large)."""
+        return _parse_kallsyms(self.kallsyms_text)
 
 
 # --------------------------------------------------------------------------
@@ -183,11 +201,18 @@ def _array_length(expr: str) -> int:
 
 
 def parse_format(text: str, system: str | None = None) -> EventFormat:
-    """Parse one tracefs event ``format`` file."""
+    """Parse one tracefs event ``format`` file (fields on first use)."""
     name = re.search(r"^name:\s*(\S+)", text, re.M)
     ident = re.search(r"^ID:\s*(\d+)", text, re.M)
     if not name or not ident:
         raise ValueError("no name/ID line")
+    if system is None:
+        sysm = re.search(r"^system:\s*(\S+)", text, re.M)
+        system = sysm[1] if sysm else ""
+    return EventFormat(id=int(ident[1]), system=system, name=name[1], text=text)
+
+
+def _parse_fields(text: str) -> list[FormatField]:
     fields = []
     for m in _FIELD_RE.finditer(text):
         decl = " ".join(m["decl"].split())
@@ -218,15 +243,7 @@ def parse_format(text: str, system: str | None = None) -> EventFormat:
                 relative=relative,
             )
         )
-    pm = re.search(r"^print fmt:\s*(.*)$", text, re.M)
-    sysm = re.search(r"^system:\s*(\S+)", text, re.M)
-    return EventFormat(
-        id=int(ident[1]),
-        system=system or (sysm[1] if sysm else ""),
-        name=name[1],
-        fields=fields,
-        print_fmt=pm[1] if pm else "",
-    )
+    return fields
 
 
 def _parse_format_list(r: _Reader, system: str, out: dict[int, EventFormat], warnings: list[str]):
@@ -531,7 +548,7 @@ def open_tracedat(path: str | os.PathLike, warnings: list[str] | None = None) ->
         header_page=info["header_page"],
         events=info["events"],
         printk=_parse_printk(info["printk"]),
-        kallsyms=_parse_kallsyms(info["kallsyms"]),
+        kallsyms_text=info["kallsyms"],
         cmdlines=_parse_cmdlines(info["cmdlines"]),
         clock=info["clock"],
         cpus=info["cpus"],
@@ -655,6 +672,7 @@ def _comm_tables(cmdlines: dict[int, str]):
         blobs.append(b)
         offsets.append(offsets[-1] + len(b))
         index[pid] = k
+    blobs.append(b"\0" * 16)  # slack: the decoder copies comms 16 bytes at a time
     return index.tobytes(), np.asarray(offsets, dtype=np.int32).tobytes(), b"".join(blobs)
 
 
@@ -721,6 +739,33 @@ def _run_decoder(info: TraceDatFile, slots: list[tuple], warnings: list[str]) ->
     return out
 
 
+#: Uncompressed data above this size is decoded by two threads.
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _assign_threads(info: TraceDatFile, slots: list, plans: list[list[_Column]], counts: dict | None) -> None:
+    """Split the events between two decoding threads, balancing the bytes each writes.
+
+    Each thread walks every record (cheap on uncompressed data) but appends only
+    its own events, so the two halves need no merging. The split needs the
+    record count of each event: one extra walk without appending.
+    """
+    if (info.compression != "none" or len(slots) < 2 or (os.cpu_count() or 1) < 2
+            or sum(size for _, _, size in info.streams) < PARALLEL_MIN_BYTES):
+        return
+    if counts is None:
+        counts = _run_decoder(info, [], [])["counts"]
+    weights = []
+    for k, ((event_id, *_), cols) in enumerate(zip(slots, plans)):
+        row = 32 + sum(c.size if c.kind == K_INT else 4 + min(c.size or 16, 64) for c in cols)
+        weights.append((counts.get(event_id, 0) * row, k))
+    load = [0, 0]
+    for weight, k in sorted(weights, reverse=True):
+        thread = 0 if load[0] <= load[1] else 1
+        load[thread] += weight
+        slots[k] = (*slots[k][:4], thread)
+
+
 def _event_counts(info: TraceDatFile, counts: dict[int, int], warnings: list[str]) -> dict[str, int]:
     names = {}
     for fid, n in sorted(counts.items()):
@@ -766,6 +811,12 @@ def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) 
     warnings: list[str] = []
     info = open_tracedat(path, warnings)
     chosen = _select(info, events)
+    counts_first = None
+    if events is None and info.compression == "none":
+        # A walk without appending is cheap on uncompressed data: it spares
+        # planning a column layout for the many events without any record.
+        counts_first = _run_decoder(info, [], [])["counts"]
+        chosen = {name: fmt for name, fmt in chosen.items() if counts_first.get(fmt.id)}
     plans = {}
     slots = []
     plan_warnings: dict[str, list[str]] = {}
@@ -786,6 +837,7 @@ def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) 
         plans[name] = (fmt, cols)
         slots.append((fmt.id, pid_off, pid_size,
                       [(c.kind, c.flags, c.offset, c.size, c.elem) for c in cols]))
+    _assign_threads(info, slots, [cols for _, cols in plans.values()], counts_first)
     out = _run_decoder(info, slots, warnings)
     counts = _event_counts(info, out["counts"], warnings)
 
@@ -819,7 +871,7 @@ def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) 
             names.append(col.name)
         table = pa.Table.from_arrays(arrays, names=names)
         if _is_bprint(fmt):
-            formatter = formatter or BprintFormatter(info.printk, info.kallsyms, info.long_size)
+            formatter = formatter or BprintFormatter(info.printk, lambda: info.kallsyms, info.long_size)
             table = formatter.format_table(table)
         tables[name] = table
     return TraceTables(tables=tables, meta=_meta(info, out, counts, warnings))
