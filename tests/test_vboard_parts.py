@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lisa_ext.errors import SpecError, UserError
+from lisa_ext.errors import UserError
 from lisa_ext.vboard import qemu, rootfs
 from lisa_ext.vboard.board import BoardSettings, _parse_build_id, default_target_conf_path
 
@@ -53,25 +53,21 @@ def test_qemu_starts_daemonised_and_stops_over_qmp(tmp_path):
     assert qemu.terminate(machine.pidfile, machine.qmp_socket) is False
 
 
-def test_settings_from_repo_target_config():
-    settings = BoardSettings.from_yaml(default_target_conf_path())
-    assert settings.sockets >= 2 and settings.cores_per_socket >= 1
-    assert "tcg" in settings.accel
+def test_settings_refuse_a_single_llc():
+    with pytest.raises(UserError, match="2 sockets"):
+        BoardSettings(sockets=1)
 
 
-def test_settings_unknown_key_names_file_and_key(tmp_path):
-    conf = tmp_path / "board.yml"
-    conf.write_text("target-conf: {kind: linux}\nvboard:\n  sockets: 2\n  cpus: 8\n")
-    with pytest.raises(SpecError) as err:
-        BoardSettings.from_yaml(conf)
-    assert str(conf) in str(err.value) and "vboard.cpus" in str(err.value)
+def test_target_config_is_a_plain_lisa_target_conf():
+    from ruamel.yaml import YAML
 
-
-def test_settings_single_socket_rejected(tmp_path):
-    conf = tmp_path / "board.yml"
-    conf.write_text("vboard:\n  sockets: 1\n")
-    with pytest.raises(SpecError, match="vboard.sockets"):
-        BoardSettings.from_yaml(conf)
+    doc = YAML(typ="rt").load(default_target_conf_path().read_text())
+    assert list(doc) == ["target-conf"]
+    conf = doc["target-conf"]
+    assert conf["kind"] == "linux" and conf["host"] == "127.0.0.1" and conf["username"] == "root"
+    # port and key are computed by LISA's !call: tags from the running board and the cache
+    assert conf["port"].tag.value == "!call:lisa_ext.vboard.board.ssh_port"
+    assert conf["keyfile"].tag.value == "!call:lisa_ext.vboard.board.ssh_keyfile"
 
 
 def test_build_id_parsed_from_a_real_elf_note(tmp_path):

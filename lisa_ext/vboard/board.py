@@ -18,14 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from lisa_ext.errors import SpecError, UserError
+from lisa_ext.errors import UserError
 from lisa_ext.vboard import qemu, rootfs
 
 __all__ = [
     "BoardSettings",
     "VirtualBoard",
     "RunningKernel",
-    "repo_root",
     "default_target_conf_path",
     "ssh_port",
     "ssh_keyfile",
@@ -40,49 +39,32 @@ BASE_CMDLINE = (
 )
 
 
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
 def default_target_conf_path() -> Path:
-    return repo_root() / "target-configs" / "vboard.yml"
+    """``target-configs/vboard.yml`` of this checkout."""
+    return Path(__file__).resolve().parents[2] / "target-configs" / "vboard.yml"
 
 
 @dataclass(frozen=True)
 class BoardSettings:
-    """The ``vboard:`` section of ``target-configs/vboard.yml`` (LISA ignores it)."""
+    """Shape of the QEMU guest; ``lisa-ext vboard up`` flags override the defaults.
+
+    (They are not in ``target-configs/vboard.yml``: that file is a plain LISA
+    target_conf, which admits no keys of ours.)
+    """
 
     sockets: int = 2
     cores_per_socket: int = 2
     memory_mb: int = 1024
     accel: str = "tcg,thread=multi"
     cpu: str = "max"
-    ssh_port: int = 0  # 0: pick a free loopback port at each boot
+    ssh_port: int = 0  # 0: keep the running board's port, else pick a free one
     boot_timeout_s: int = 600
 
-    @classmethod
-    def from_yaml(cls, path: Path | None = None) -> "BoardSettings":
-        from ruamel.yaml import YAML
-
-        path = Path(path) if path else default_target_conf_path()
-        if not path.exists():
-            return cls()
-        # Round-trip loading keeps LISA's !call: tags as opaque values.
-        data = YAML(typ="rt").load(path.read_text()) or {}
-        section = data.get("vboard") or {}
-        known = {f.replace("_", "-"): f for f in cls.__dataclass_fields__}
-        values = {}
-        for key, value in section.items():
-            if key not in known:
-                raise SpecError(path, f"vboard.{key}", f"unknown setting; expected one of {sorted(known)}")
-            expected = type(getattr(cls(), known[key]))
-            if not isinstance(value, expected):
-                raise SpecError(path, f"vboard.{key}", f"expected {expected.__name__}, got {value!r}")
-            values[known[key]] = value
-        settings = cls(**values)
-        if settings.sockets < 2:
-            raise SpecError(path, "vboard.sockets", "at least 2 sockets are needed for two LLC domains")
-        return settings
+    def __post_init__(self):
+        if self.sockets < 2:
+            raise UserError("the board needs at least 2 sockets (two LLC domains)")
+        if self.cores_per_socket < 1 or self.memory_mb < 256:
+            raise UserError("the board needs at least 1 core per socket and 256 MiB of memory")
 
 
 @dataclass(frozen=True)
@@ -126,7 +108,7 @@ class VirtualBoard:
     """The QEMU board of one cache (``$LISA_EXT_CACHE/vboard``)."""
 
     def __init__(self, settings: BoardSettings | None = None, run_dir: Path | None = None):
-        self.settings = settings or BoardSettings.from_yaml()
+        self.settings = settings or BoardSettings()
         self.run_dir = Path(run_dir) if run_dir else rootfs.vboard_cache_dir() / "run"
         self.pidfile = self.run_dir / "qemu.pid"
         self.qmp_socket = self.run_dir / "qmp.sock"

@@ -32,8 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--cmdline", default="", help="with --kernel: appended to the board's kernel command line")
     up.add_argument("--method", choices=("boot", "kexec"), default="boot",
                     help="with --variant: restart QEMU (boot, default) or kexec into it on a running board")
-    up.add_argument("--config", type=Path, metavar="vboard.yml",
-                    help="board settings (default: target-configs/vboard.yml)")
+    up.add_argument("--sockets", type=int, default=2, help="sockets, each its own LLC (default 2)")
+    up.add_argument("--cores-per-socket", type=int, default=2, help="cores per socket (default 2)")
+    up.add_argument("--memory-mb", type=int, default=1024, help="guest memory (default 1024)")
+    up.add_argument("--accel", default="tcg,thread=multi",
+                    help="QEMU accelerator (default tcg,thread=multi; the studies assume TCG)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="power the board off")
@@ -48,10 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(func=_status)
 
 
-def _board(config: Path | None = None):
+def _board(args: argparse.Namespace | None = None):
     from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
-    return VirtualBoard(BoardSettings.from_yaml(config))
+    if args is None:
+        return VirtualBoard()
+    return VirtualBoard(BoardSettings(sockets=args.sockets, cores_per_socket=args.cores_per_socket,
+                                      memory_mb=args.memory_mb, accel=args.accel))
 
 
 def _log_to_stderr() -> None:
@@ -68,7 +74,7 @@ def _release_of(modules: Path) -> str:
 
 def _up(args: argparse.Namespace) -> int:
     _log_to_stderr()
-    board = _board(args.config)
+    board = _board(args)
     if args.variant is not None:
         from lisa_ext.kernel.deploy import deploy_variant
 
