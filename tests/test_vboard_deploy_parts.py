@@ -1,0 +1,117 @@
+"""lisa_ext.kernel.deploy pieces that need no guest: knobs, module lists, the kexec
+modules tarball, the provenance checks. Knobs are written by a real shell on real
+files (a local stand-in for the target's shell)."""
+
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lisa_ext.kernel import deploy
+from lisa_ext.kernel.spec import ModuleLoad
+from lisa_ext.vboard.rootfs import MODULES_LOAD_FILE
+
+
+class LocalShell:
+    def run(self, command, *, timeout=600):
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=timeout)
+        if proc.returncode:
+            raise deploy.DeployError(proc.stderr)
+        return proc.stdout
+
+    def push(self, local, remote):
+        Path(remote).write_bytes(Path(local).read_bytes())
+
+
+@dataclass
+class Artefacts:
+    modules_dir: Path
+    release: str
+    modules: tuple = ()
+
+
+def test_glob_knobs_write_every_match_and_read_back(tmp_path):
+    for policy in ("policy0", "policy2"):
+        (tmp_path / policy).mkdir()
+        (tmp_path / policy / "scaling_governor").write_text("performance\n")
+    applied = deploy._apply_knobs(LocalShell(), ((f"{tmp_path}/policy*/scaling_governor", "schedutil"),))
+    assert applied == {f"{tmp_path}/policy0/scaling_governor": "schedutil",
+                       f"{tmp_path}/policy2/scaling_governor": "schedutil"}
+    assert (tmp_path / "policy2" / "scaling_governor").read_text() == "schedutil\n"
+
+
+def test_glob_knob_matching_nothing_is_an_error(tmp_path):
+    with pytest.raises(deploy.DeployError, match="no file matches"):
+        deploy._apply_knobs(LocalShell(), {f"{tmp_path}/policy*/x": "1"})
+
+
+def test_knob_that_does_not_take_is_an_error(tmp_path):
+    knob = tmp_path / "knob"
+    knob.write_text("")
+    with pytest.raises(deploy.DeployError, match="reads back '7'"):
+        deploy._apply_knobs(_Readback(LocalShell(), "7"), {str(knob): "0"})
+
+
+class _Readback:
+    """Reads answer a fixed value: a kernel clamping what is written."""
+
+    def __init__(self, shell, value):
+        self.shell, self.value = shell, value
+
+    def run(self, command, *, timeout=600):
+        if command.startswith("cat "):
+            return self.value + "\n"
+        return self.shell.run(command, timeout=timeout)
+
+
+def test_bracketed_sysfs_choice_counts_as_taken(tmp_path):
+    knob = tmp_path / "current_governor"
+    knob.write_text("")
+    assert deploy._apply_knobs(_Readback(LocalShell(), "menu [teo]"), {str(knob): "teo"}) == {
+        str(knob): "menu [teo]"}
+
+
+def _staged(tmp_path, release="6.12.9-lxabc"):
+    tree = tmp_path / "modules" / "lib" / "modules" / release
+    (tree / "extra").mkdir(parents=True)
+    (tree / "extra" / "lisa_emu_cpuidle.ko").write_bytes(b"idle")
+    (tree / "extra" / "lisa_emu_cpufreq.ko").write_bytes(b"freq")
+    (tree / "modules.dep").write_text("extra/lisa_emu_cpuidle.ko:\n")
+    (tree / "build").symlink_to("/somewhere/on/the/host")
+    return tmp_path / "modules", release
+
+
+def test_modules_to_load_follow_the_spec(tmp_path):
+    modules_dir, release = _staged(tmp_path)
+    named = Artefacts(modules_dir, release, (ModuleLoad("lisa_emu_cpuidle", {"table": "rk3399"}),))
+    assert deploy.modules_to_load(named) == ["lisa_emu_cpuidle table=rk3399"]
+    # artefacts that name nothing get the out-of-tree modules
+    unnamed = type("A", (), {"modules_dir": modules_dir, "release": release})()
+    assert deploy.modules_to_load(unnamed) == ["lisa_emu_cpufreq", "lisa_emu_cpuidle"]
+
+
+def test_kexec_modules_tarball(tmp_path):
+    modules_dir, release = _staged(tmp_path)
+    tarball = deploy._modules_tarball(Artefacts(modules_dir, release), tmp_path / "m.tar.gz",
+                                      ["lisa_emu_cpuidle table=rk3399"])
+    with tarfile.open(tarball) as tar:
+        names = set(tar.getnames())
+        assert {"modules.dep", "extra/lisa_emu_cpuidle.ko", MODULES_LOAD_FILE} <= names
+        assert "build" not in names
+        assert tar.extractfile(MODULES_LOAD_FILE).read() == b"lisa_emu_cpuidle table=rk3399\n"
+
+
+def test_verify_names_each_mismatch():
+    expected = {"release": "6.12.9-lxa", "version": "#lxa SMP", "build_id": "ab12"}
+    deploy._verify(expected, dict(expected), "the board")
+    with pytest.raises(deploy.DeployError) as err:
+        deploy._verify(expected, {**expected, "version": "#lxb SMP", "build_id": "cd34"}, "the board")
+    assert "version: expected '#lxa SMP', running '#lxb SMP'" in str(err.value)
+    assert "build_id" in str(err.value) and "release" not in str(err.value)
+
+
+def test_unknown_method_is_refused():
+    with pytest.raises(deploy.UserError, match="not one of"):
+        deploy.deploy_artefacts(object(), object(), method="flash")
