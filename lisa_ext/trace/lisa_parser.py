@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,22 +141,14 @@ def _prepare(path: str, cache: bool) -> _Prepared:
 
 
 def _kallsyms(prepared: _Prepared) -> tuple[list[int], list[str]]:
-    """Sorted kernel symbol addresses and names recorded in the trace."""
+    """Sorted kernel symbol addresses and names recorded in the trace (trace.dat only)."""
     if prepared.symbols is None:
-        pairs = prepared.meta.get("kallsyms")
-        if pairs is None and prepared.meta.get("format") == "tracedat" and shutil.which("trace-cmd"):
-            out = subprocess.run(
-                ["trace-cmd", "report", "-N", "-f", "--", prepared.path],
-                capture_output=True, text=True, check=False,
-            ).stdout
-            pairs = []
-            for line in out.splitlines():
-                addr, _, name = line.partition(" ")
-                try:
-                    pairs.append((int(addr, 16), name.strip().split(" ", 1)[0]))
-                except ValueError:
-                    continue
-        pairs = sorted((int(a), str(n)) for a, n in (pairs or []) if int(a))
+        pairs = []
+        if prepared.meta.get("format") == "tracedat":
+            from lisa_ext.trace.tracedat import open_tracedat
+
+            pairs = open_tracedat(prepared.path).kallsyms
+        pairs = sorted((int(a), str(n)) for a, n in pairs if int(a))
         prepared.symbols = ([a for a, _ in pairs], [n for _, n in pairs])
     return prepared.symbols
 
@@ -261,7 +251,8 @@ class LisaExtTraceParser(_lisa_trace.TraceParserBase):
             times = prepared.lisa_times()
             if not times:
                 return (0.0, 0.0)
-            return (float(min(t[0] for t in times.values())), float(max(t[-1] for t in times.values())))
+            # fixed times increase in record order: min is the first record, max the last
+            return (float(min(t.min() for t in times.values())), float(max(t.max() for t in times.values())))
         if key == "cpus-count":
             return int(prepared.meta["cpus"])
         if key == "available-events":
