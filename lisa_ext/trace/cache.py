@@ -12,7 +12,8 @@ Layout, under ``$LISA_EXT_CACHE`` or ``~/.cache/lisa-ext/traces``::
     <key[:2]>/<key>/events/<n>.parquet one table per event (+ ``__line`` for text)
 
 Entries are written to a temporary directory renamed into place, so a crash or
-a concurrent writer never leaves a half-written entry behind. Nothing is
+a concurrent writer never leaves a half-written entry behind; an entry found
+damaged anyway is removed and the trace converted again. Nothing is
 evicted automatically: remove the directory (or call :func:`clear`) to reclaim
 space.
 """
@@ -109,10 +110,13 @@ class TraceCacheEntry:
         try:
             with open(directory / "meta.json", encoding="utf-8") as f:
                 stored = json.load(f)
-        except (OSError, ValueError):
+            files: dict[str, str] = stored["files"]
+            meta = stored["meta"]
+        except FileNotFoundError:
             return None
-        files: dict[str, str] = stored["files"]
-        meta = stored["meta"]
+        except (OSError, ValueError, KeyError, TypeError):
+            self._discard()
+            return None
         meta["source"] = self.source
         wanted = list(files) if events is None else list(dict.fromkeys(events))
         missing = [e for e in wanted if e not in files]
@@ -130,12 +134,17 @@ class TraceCacheEntry:
                     lines[event] = table.column(_LINE_COLUMN).to_numpy()
                     table = table.drop_columns([_LINE_COLUMN])
                 tables[event] = table
-        except OSError:
+        except (OSError, ValueError):  # pyarrow's errors on a damaged file are ValueErrors
+            self._discard()
             return None
         if lines:
             meta["record_lines"] = lines
         meta["cache"] = {"hit": True, "key": self.key, "directory": str(directory)}
         return TraceTables(tables, meta)
+
+    def _discard(self) -> None:
+        """Remove a damaged entry so that the trace is converted and stored again."""
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def store(self, tables: "TraceTables") -> None:
         """Write ``tables`` (every event of the file) as this entry."""

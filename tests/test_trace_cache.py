@@ -1,0 +1,133 @@
+"""The parquet trace cache: hits are served without decoding, changes are never stale.
+
+"Served from the cache" is proven by making every reader fail on the second
+load, not by timing it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import lisa_ext.trace as trace_pkg
+from lisa_ext.errors import UserError
+from lisa_ext.trace import cache as trace_cache
+from lisa_ext.trace import read_trace
+
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+
+
+def shared_trace(rel: str) -> Path:
+    path = TRACES / rel
+    if not path.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"shared trace {path} missing in CI")
+        pytest.skip(f"shared trace {path} not available")
+    return path
+
+
+@pytest.fixture
+def cache_root(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv("LISA_EXT_CACHE", str(root))
+    return root
+
+
+@pytest.fixture
+def no_decoding(monkeypatch):
+    """After this fixture is used, any attempt to decode a trace file fails the test."""
+
+    def forbid():
+        def fail(*args, **kwargs):
+            raise AssertionError(f"trace decoded again instead of read from the cache: {args[:1]}")
+
+        monkeypatch.setattr(trace_pkg, "_read_uncached", fail)
+
+    return forbid
+
+
+def _copy(rel: str, tmp_path: Path) -> Path:
+    # a private copy that the test may modify (the shared traces are read-only)
+    dst = tmp_path / Path(rel).name
+    shutil.copyfile(shared_trace(rel), dst)
+    return dst
+
+
+def _same_tables(a, b):
+    assert a.events == b.events
+    for event in a.events:
+        assert a[event].equals(b[event]), event
+
+
+@pytest.mark.parametrize(
+    "rel", ["public/lisa/sched_load_trace.dat", "public/lisa/lisa_tests_trace.txt", "public/trappy/trace_surfaceflinger.html"]
+)
+def test_second_read_is_served_from_cache(rel, tmp_path, cache_root, no_decoding):
+    path = shared_trace(rel)
+    first = read_trace(path)
+    assert first.meta["cache"]["hit"] is False
+    assert Path(first.meta["cache"]["directory"]).is_relative_to(cache_root)
+    no_decoding()
+    second = read_trace(path)
+    assert second.meta["cache"]["hit"] is True
+    _same_tables(first, second)
+    for key in ("format", "cpus", "event_counts", "first_timestamp_ns", "last_timestamp_ns"):
+        assert second.meta[key] == first.meta[key], key
+    # a subset of events and a copy at another path are hits too: the key is the content
+    sub = read_trace(_copy(rel, tmp_path), events=first.events[:1])
+    assert sub.meta["cache"]["hit"] is True and sub.events == first.events[:1]
+    with pytest.raises(UserError, match="no_such_event"):
+        read_trace(path, events=["no_such_event"])
+
+
+def test_changed_file_is_not_served_stale(tmp_path, cache_root):
+    path = _copy("public/lisa/lisa_tests_trace.txt", tmp_path)
+    before = read_trace(path)
+    text = path.read_text()
+    assert "next_comm=sshd next_pid=1639" in text
+    path.write_text(text.replace("next_comm=sshd next_pid=1639", "next_comm=sshd next_pid=4242", 1))
+    after = read_trace(path)
+    assert after.meta["cache"]["hit"] is False
+    assert after.meta["cache"]["key"] != before.meta["cache"]["key"]
+    pids = after["sched_switch"].column("next_pid").to_pylist()
+    assert 4242 in pids and 4242 not in before["sched_switch"].column("next_pid").to_pylist()
+
+
+def test_load_trace_second_time_uses_cache(tmp_path, cache_root, no_decoding):
+    from lisa_ext.trace import lisa_parser, load_trace
+
+    path = shared_trace("public/lisa/trace_idle.dat")
+    first = load_trace(path).df_event("cpu_idle")
+    lisa_parser._PREPARED.clear()  # as in a new process
+    no_decoding()
+    second = load_trace(path).df_event("cpu_idle")
+    assert first.equals(second)
+
+
+def test_damaged_entry_is_rebuilt(tmp_path, cache_root):
+    path = shared_trace("public/lisa/trace_idle.dat")
+    first = read_trace(path)
+    entry = Path(first.meta["cache"]["directory"])
+    victim = next((entry / "events").glob("*.parquet"))
+    victim.write_bytes(victim.read_bytes()[:100])
+    again = read_trace(path)
+    assert again.meta["cache"]["hit"] is False
+    _same_tables(first, again)
+    assert read_trace(path).meta["cache"]["hit"] is True
+
+
+def test_cache_location(monkeypatch, tmp_path):
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "elsewhere"))
+    assert trace_cache.cache_dir() == tmp_path / "elsewhere"
+    monkeypatch.delenv("LISA_EXT_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert trace_cache.cache_dir() == tmp_path / "home" / ".cache" / "lisa-ext" / "traces"
+
+
+def test_uncached_read_writes_nothing(tmp_path, cache_root):
+    tables = read_trace(shared_trace("public/lisa/trace_idle.dat"), cache=False)
+    assert "cpu_idle" in tables and "cache" not in tables.meta
+    assert not cache_root.exists()
