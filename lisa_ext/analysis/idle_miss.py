@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
-from lisa_ext.analysis._frames import IDLE_EXIT, event_times, has_event, int_column
+from lisa_ext.analysis._frames import IDLE_EXIT, event_times, has_event, int_column, order_by_key_then_time
 from lisa_ext.analysis.platform import Platform
 from lisa_ext.errors import UserError
 
@@ -66,7 +66,7 @@ class IdleMissAnalysis(TraceAnalysisBase):
         cpu = int_column(df, "cpu_id")
         state = int_column(df, "state")
         time = event_times(df)
-        order = np.lexsort((np.arange(len(df)), cpu))
+        order = order_by_key_then_time(cpu, np.zeros(len(df), dtype=np.int64))
         cpu, state, time = cpu[order], state[order], time[order]
         nxt = np.arange(1, len(df) + 1)
         nxt[-1:] = 0
@@ -119,8 +119,9 @@ class IdleMissAnalysis(TraceAnalysisBase):
         ``"too_shallow"``, ``""`` (a good pick) or ``None`` (no exit seen)."""
         if not platform.has_idle_states:
             raise UserError(
-                "derived idle-miss mode needs an idle-state table: give a platform YAML "
-                "(idle-states: ...) or read it from the target's sysfs"
+                "this trace has no cpu_idle_miss events (kernel before 5.19, event not recorded, "
+                "or no cpuidle driver, which never misses); derived mode needs an idle-state "
+                "table: give a platform YAML (idle-states: ...) or read it from the target's sysfs"
             )
         periods = self.df_idle_periods().copy()
         kind = np.full(len(periods), None, dtype=object)

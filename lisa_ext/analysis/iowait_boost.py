@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
-from lisa_ext.analysis._frames import event_times, has_event, int_column
+from lisa_ext.analysis._frames import event_times, has_event, int_column, order_by_key_then_time, times_ns
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -108,8 +108,8 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         (the switched-in task, idle is pid 0), ``duration`` (s) up to the CPU's
         next ``sched_switch``; the last slice of each CPU is left out."""
         df = self.trace.df_event("sched_switch")
-        time, cpu = event_times(df), int_column(df, "__cpu")
-        order = np.lexsort((np.arange(len(df)), cpu))
+        time, cpu = times_ns(df), int_column(df, "__cpu")
+        order = order_by_key_then_time(cpu, np.zeros(len(df), dtype=np.int64))
         time, cpu = time[order], cpu[order]
         has_next = np.zeros(len(df), dtype=bool)
         has_next[:-1] = cpu[1:] == cpu[:-1]
@@ -119,12 +119,12 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
             {
                 "cpu": cpu[has_next],
                 "pid": int_column(df, "next_pid")[keep],
-                "comm": np.asarray(df["next_comm"].iloc[keep].to_numpy(), dtype=object),
-                "duration": (time[nxt] - time)[has_next],
+                "comm": df["next_comm"].array.take(keep),
+                "duration": (time[nxt] - time)[has_next] / 1e9,
             },
-            index=pd.Index(time[has_next], name="Time"),
+            index=pd.Index(time[has_next] / 1e9, name="Time"),
         )
-        return out.sort_index(kind="stable")
+        return out.iloc[np.argsort(time[has_next], kind="stable")]
 
     @TraceAnalysisBase.cache
     @requires_events("sched_switch")
@@ -156,15 +156,15 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         task, indexed by the switch-in: ``pid``, ``cpu`` (switched in on),
         ``delay`` (s), ``d_state`` (bool)."""
         df = self.trace.df_event("sched_switch")
-        time = event_times(df)
+        time = times_ns(df)
         state = int_column(df, "prev_state")
         n = len(df)
         pid = np.concatenate([int_column(df, "prev_pid"), int_column(df, "next_pid")])
-        t = np.concatenate([time, time])
-        is_in = np.r_[np.zeros(n, bool), np.ones(n, bool)]
-        src = np.r_[np.arange(n), np.arange(n)]
-        order = np.lexsort((is_in, t, pid))
-        pid, t, is_in, src = pid[order], t[order], is_in[order], src[order]
+        order = order_by_key_then_time(pid, np.concatenate([time, time]))
+        pid = pid[order]
+        is_in = order >= n
+        src = np.where(is_in, order - n, order)
+        t = time[src]
         pair = np.zeros(len(pid), dtype=bool)
         pair[:-1] = (~is_in[:-1]) & is_in[1:] & (pid[:-1] == pid[1:]) & (pid[:-1] != 0)
         o = np.flatnonzero(pair)
@@ -172,15 +172,16 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         slept = (out_state & 0xFF) != 0  # 0 = TASK_RUNNING (preempted); 0x100+ preempt markers
         o = o[slept]
         out_state = out_state[slept]
-        return pd.DataFrame(
+        out = pd.DataFrame(
             {
                 "pid": pid[o],
                 "cpu": int_column(df, "__cpu")[src[o + 1]],
-                "delay": t[o + 1] - t[o],
+                "delay": (t[o + 1] - t[o]) / 1e9,
                 "d_state": ((out_state & TASK_UNINTERRUPTIBLE) != 0) & ((out_state & TASK_NOLOAD) == 0),
             },
-            index=pd.Index(t[o + 1], name="Time"),
-        ).sort_index(kind="stable")
+            index=pd.Index(t[o + 1] / 1e9, name="Time"),
+        )
+        return out.iloc[np.argsort(t[o + 1], kind="stable")]
 
     @df_running_slices.used_events
     @may_use_events("cpu_frequency")
@@ -203,7 +204,8 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         per = pd.DataFrame({"pid": slices["pid"].to_numpy(), "runtime": slices["duration"].to_numpy(), "integral": integral, "known": known})
         g = per.groupby("pid", sort=True)
         tasks = pd.DataFrame({"runtime_s": g["runtime"].sum(), "known": g["known"].sum(), "integral": g["integral"].sum()})
-        tasks["comm"] = slices.groupby("pid", sort=True)["comm"].last()
+        last = pd.Series(np.arange(len(slices))).groupby(slices["pid"].to_numpy()).last()
+        tasks["comm"] = pd.Series(slices["comm"].iloc[last.to_numpy()].to_numpy(), index=last.index)
         sleeps = self.df_iowait_sleeps()
         sg = sleeps.groupby("pid")
         tasks = tasks.join(pd.DataFrame({"iowait_count": sg.size(), "iowait_delay_s": sg["delay"].sum()}), how="outer")
@@ -301,11 +303,12 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         ni, nc = len(issue), len(done)
         dev = np.r_[int_column(issue, "dev"), int_column(done, "dev")]
         sector = np.r_[int_column(issue, "sector"), int_column(done, "sector")]
-        t = np.r_[event_times(issue), event_times(done)]
-        is_done = np.r_[np.zeros(ni, bool), np.ones(nc, bool)]
-        src = np.r_[np.arange(ni), np.arange(nc)]
-        order = np.lexsort((is_done, t, sector, dev))
-        dev, sector, t, is_done, src = dev[order], sector[order], t[order], is_done[order], src[order]
+        t = np.r_[times_ns(issue), times_ns(done)]
+        devs, dev_id = np.unique(dev, return_inverse=True)
+        order = order_by_key_then_time(sector * len(devs) + dev_id, t)
+        dev, sector, t = dev[order], sector[order], t[order]
+        is_done = order >= ni
+        src = np.where(is_done, order - ni, order)
         pair = np.zeros(len(t), dtype=bool)
         pair[:-1] = (~is_done[:-1]) & is_done[1:] & (dev[:-1] == dev[1:]) & (sector[:-1] == sector[1:])
         i = np.flatnonzero(pair)
@@ -315,10 +318,10 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
                 "dev": pd.Series(dev[i]).map({d: format_dev(d) for d in np.unique(dev[i])}).to_numpy(dtype=object),
                 "sector": sector[i],
                 "nr_sector": int_column(issue, "nr_sector")[rows],
-                "rwbs": issue["rwbs"].astype(str).to_numpy()[rows],
-                "service": t[i + 1] - t[i],
+                "rwbs": issue["rwbs"].array.take(rows),
+                "service": (t[i + 1] - t[i]) / 1e9,
             },
-            index=pd.Index(t[i], name="Time"),
+            index=pd.Index(t[i] / 1e9, name="Time"),
         ).sort_index(kind="stable")
 
     @df_block_requests.used_events

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
-from lisa_ext.analysis._frames import event_times, has_event, int_column
+from lisa_ext.analysis._frames import grouped_stats, has_event, int_column, order_by_key_then_time, times_ns
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -83,27 +83,18 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         """
         wake = self.trace.df_event(self.wakeup_event())
         switch = self.trace.df_event("sched_switch")
-        sw_time = event_times(switch)
-        wk_time = event_times(wake)
+        n_sw, n_wk = len(switch), len(wake)
+        sw_time, wk_time = times_ns(switch), times_ns(wake)
+        # Rows: every switch-out, every wakeup, every switch-in, in that order
+        # so that simultaneous events of one task sort out < wakeup < in.
         pid = np.concatenate(
             [int_column(switch, "prev_pid"), int_column(wake, "pid"), int_column(switch, "next_pid")]
         )
         time = np.concatenate([sw_time, wk_time, sw_time])
-        kind = np.concatenate(
-            [
-                np.full(len(switch), _OUT, np.int8),
-                np.full(len(wake), _WAKE, np.int8),
-                np.full(len(switch), _IN, np.int8),
-            ]
-        )
-        cpu = np.concatenate(
-            [np.full(len(switch), -1), np.full(len(wake), -1), int_column(switch, "__cpu")]
-        )
-        row = np.concatenate([np.full(len(switch), -1), np.arange(len(wake)), np.full(len(switch), -1)])
-        keep = pid != 0  # the idle task is never woken
-        pid, time, kind, cpu, row = pid[keep], time[keep], kind[keep], cpu[keep], row[keep]
-        order = np.lexsort((kind, time, pid))
-        pid, time, kind, cpu, row = pid[order], time[order], kind[order], cpu[order], row[order]
+        order = order_by_key_then_time(pid, time)
+        order = order[pid[order] != 0]  # the idle task is never woken
+        pid, time = pid[order], time[order]
+        kind = np.where(order < n_sw, _OUT, np.where(order < n_sw + n_wk, _WAKE, _IN)).astype(np.int8)
 
         n = len(pid)
         idx = np.arange(n)
@@ -119,24 +110,25 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         prev_is_wake = np.zeros(n, dtype=bool)
         prev_is_wake[1:] = (kind[:-1] == _WAKE) & ~new_task[1:]
         first_wake = (kind == _WAKE) & off_cpu & ~prev_is_wake
-        # Next switch row at or after each row, within the same task.
+        # Next switch row after each row, within the same task.
         next_switch = np.minimum.accumulate(np.where(is_switch, idx, n)[::-1])[::-1]
         safe_next = np.minimum(next_switch, n - 1)
-        task_of_next_ok = (next_switch < n) & (pid[safe_next] == pid)
-        hit = first_wake & task_of_next_ok & (kind[safe_next] == _IN)
+        hit = first_wake & (next_switch < n) & (pid[safe_next] == pid) & (kind[safe_next] == _IN)
 
         w = np.flatnonzero(hit)
         s = next_switch[w]
-        wake_rows = row[w]
-        return pd.DataFrame(
+        wake_rows = order[w] - n_sw
+        switch_rows = order[s] - n_sw - n_wk
+        out = pd.DataFrame(
             {
                 "pid": pid[w],
-                "comm": np.asarray(wake["comm"].iloc[wake_rows].to_numpy(), dtype=object),
-                "cpu": cpu[s],
-                "latency": time[s] - time[w],
+                "comm": wake["comm"].array.take(wake_rows),
+                "cpu": int_column(switch, "__cpu")[switch_rows],
+                "latency": (time[s] - time[w]) / 1e9,
             },
-            index=pd.Index(time[w], name="Time"),
-        ).sort_index(kind="stable")
+            index=pd.Index(time[w] / 1e9, name="Time"),
+        )
+        return out.iloc[np.argsort(time[w], kind="stable")]
 
     @df_all_wakeup_latencies.used_events
     def df_wakeup_latencies(self, pid: int | None = None, comm: str | None = None) -> pd.DataFrame:
@@ -162,19 +154,24 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         ``comm`` (the last seen), then ``count``, ``mean``, ``gmean``, ``p50``,
         ``p90``, ``p99``, ``max`` of the latency in seconds."""
         df = self.df_wakeup_latencies(pid=pid, comm=comm)
-        keys = ["pid", "cpu"] if per_cpu else ["pid"]
-        rows = []
-        for key, group in df.groupby(keys, sort=True):
-            key = key if isinstance(key, tuple) else (key,)
-            rows.append(
-                {
-                    **dict(zip(keys, key)),
-                    "comm": group["comm"].iloc[-1],
-                    **latency_stats(group["latency"].to_numpy()),
-                }
-            )
-        columns = keys + ["comm", *STAT_COLUMNS]
-        return pd.DataFrame(rows, columns=columns).set_index(keys)
+        pids = df["pid"].to_numpy()
+        if per_cpu:
+            ncpu = int(df["cpu"].max()) + 1 if len(df) else 1
+            groups = pids * ncpu + df["cpu"].to_numpy()
+        else:
+            groups = pids
+        stats = grouped_stats(groups, df["latency"].to_numpy())
+        last = pd.Series(np.arange(len(df))).groupby(groups).last()
+        comm = df["comm"].iloc[last.reindex(stats["key"]).to_numpy()].to_numpy() if len(df) else []
+        if per_cpu:
+            index = pd.MultiIndex.from_arrays([stats["key"] // ncpu, stats["key"] % ncpu], names=["pid", "cpu"])
+        else:
+            index = pd.Index(stats["key"], name="pid")
+        out = pd.DataFrame({"comm": np.asarray(comm, dtype=object)}, index=index)
+        for col in STAT_COLUMNS:
+            out[col] = stats[col]
+        out["count"] = out["count"].astype(int)
+        return out
 
     @df_wakeup_latencies.used_events
     def df_cpu_wakeup_latency_stats(self, pid: int | None = None, comm: str | None = None) -> pd.DataFrame:
