@@ -429,6 +429,12 @@ def _read_v7(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
     while options_at:
         if options_at in seen:
             raise TraceDatError(path, options_at, "options sections form a loop")
+        if options_at >= len(mm):
+            raise TraceDatError(
+                path, options_at,
+                f"options section lies beyond the end of the file ({len(mm)} bytes): the file is truncated, "
+                "and version 7 keeps the index of the CPU data there, so no event can be located",
+            )
         seen.add(options_at)
         _, data = _read_section(path, mm, options_at, compression, _SEC_OPTIONS)
         o = _Reader(path, data, 0, base=options_at, what="options section")

@@ -1,0 +1,49 @@
+"""libFuzzer-style harness (atheris) for the trace.dat decoder.
+
+Each input damages a real trace.dat (see tracedat_mutations.py) and the whole
+reader runs on it: a clean result, or a UserError naming the file and offset,
+are both fine; any other exception, a crash or a hang is a bug. Crashers go
+to tests/fuzz_corpus/ (``-artifact_prefix``) and are replayed by
+tests/test_trace_dat_fuzz.py.
+
+    .venv/bin/python tests/fuzz/fuzz_tracedat.py tests/fuzz_corpus -max_total_time=300 \\
+        -artifact_prefix=tests/fuzz_corpus/crash- -timeout=20
+"""
+
+import os
+import sys
+import tempfile
+
+import atheris
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+with atheris.instrument_imports():
+    import tracedat_mutations
+    from lisa_ext.errors import UserError
+    from lisa_ext.trace import tracedat
+
+BASES = tracedat_mutations.bases()
+SCRATCH = tempfile.NamedTemporaryFile(prefix="fuzz-tracedat-", suffix=".dat", delete=False)
+
+
+def test_one_input(data: bytes) -> None:
+    _, blob = tracedat_mutations.mutate(data, BASES)
+    with open(SCRATCH.name, "wb") as f:
+        f.write(blob)
+    try:
+        tracedat.read_tracedat(SCRATCH.name)
+    except UserError:
+        pass
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, test_one_input)
+    try:
+        atheris.Fuzz()
+    finally:
+        os.unlink(SCRATCH.name)
+
+
+if __name__ == "__main__":
+    main()
