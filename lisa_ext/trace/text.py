@@ -10,17 +10,20 @@ Text carries no event format, so types are inferred per column, and the
 result has the same shape as :func:`lisa_ext.trace.tracedat.read_tracedat`:
 
 * a field whose every value is a decimal integer becomes ``int64`` (``uint64``
-  if one does not fit), anything else ``string`` (hex such as ``0xc03e50a8``
-  stays a string: text cannot tell an address from a number);
+  if one does not fit), anything else ``string`` (bitmasks such as
+  ``cpus=000000f0`` stay text: nothing tells them from decimal numbers);
 * ``field=value`` pairs give the fields, in order of first appearance; a value
   runs until the next `` name=`` or the end of the line, so values may hold
   spaces (``type=thermal-cpufreq-0``, ``load={24 19}``);
+* a field whose every value is hex with ``0x`` becomes ``uint64`` (``trace-cmd
+  report -R`` prints ``long`` fields so);
 * text before the first ``name=`` (e.g. ``sugov_set_iowait_boost: skipping
   iow boost``) goes to a ``__positional`` string column;
 * ``print`` / ``bprint`` / ``bputs`` are split as ``trace-cmd`` prints them,
   ``ip: text`` -> ``ip`` (string: a symbol or hex) and ``buf`` (``str`` for
-  ``bputs``); ``bprint`` also has ``fmt``, always null since text does not
-  record it. Lines that follow such an event without an event header are
+  ``bputs``); ``bprint`` also has ``fmt``, null since text does not record it
+  (``-R`` output, ``ip=... fmt=... buf=...``, is split too, but raw ``bprint``
+  text holds no message: read ``print``/``bprint`` from non-raw text). Lines that follow such an event without an event header are
   continuation lines of its text (``trace_printk("a\\n b")``) and are joined
   with ``\\n``. ``tracing_mark_write: text`` (how tracefs and atrace show
   ``print`` events) gives one ``buf`` column, and so does ``0: text``, the
@@ -57,10 +60,11 @@ _HEADER = re.compile(
     r"\[(?P<cpu>\d+)\]\s+"
     r"(?:(?P<flags>[^\s\[\]:]{1,8})\s+)?"
     r"(?P<sec>\d+)\.(?P<frac>\d{1,9}):\s+"
-    r"(?P<event>[\w@.]+):\s?(?P<rest>.*?)\s*$"
+    r"(?P<event>[\w@.]+):\s*(?P<rest>.*?)\s*$"
 )
 _FIELD_NAME = re.compile(r"(?:^|(?<=\s))([A-Za-z_]\w*)=")
 _INT = re.compile(r"^-?\d+$")
+_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _CPUS_LINE = re.compile(r"^cpus=(\d+)\s*$")
 _TRACEFS_CPUS = re.compile(r"#P:(\d+)")
 _PREAMBLE = re.compile(r"^(version = \d+|CPU \d+ is empty|cpus=\d+|#.*|\s*)$")
@@ -70,6 +74,8 @@ _PRINT_LIKE = {"print": "buf", "bprint": "buf", "bputs": "str"}
 # Old kernels print a trace_marker write whose caller is unknown as ``0: text``.
 _TEXT_EVENTS = {**_PRINT_LIKE, "tracing_mark_write": "buf", "0": "buf"}
 _PRINT_SPLIT = re.compile(r"^(?P<ip>.*?):\s*(?P<text>.*)$", re.S)
+# ``trace-cmd report -R``: the text is the last field and may hold "x=y" itself
+_PRINT_RAW = re.compile(r"^ip=(?P<ip>\S*) (?:fmt=(?P<fmt>\S*) )?(?:buf|str)=(?P<text>.*)$", re.S)
 _PLUGIN_SWITCH = re.compile(
     r"^(?P<prev_comm>.*):(?P<prev_pid>\d+) \[(?P<prev_prio>-?\d+)\] (?P<prev_state>\S+)"
     r" ==> (?P<next_comm>.*):(?P<next_pid>\d+) \[(?P<next_prio>-?\d+)\]$"
@@ -107,8 +113,8 @@ def _split_fields(event: str, rest: str) -> dict[str, str]:
     if event in ("tracing_mark_write", "0"):
         return {"buf": rest}
     content = _PRINT_LIKE.get(event)
-    if content is not None and not rest.startswith("ip="):
-        match = _PRINT_SPLIT.match(rest)
+    if content is not None:
+        match = _PRINT_RAW.match(rest) or _PRINT_SPLIT.match(rest)
         if match is None:
             return {"ip": None, content: rest}
         if event == "bprint":
@@ -143,6 +149,9 @@ def _column(values: list):
     import pyarrow as pa
 
     present = [v for v in values if v is not None]
+    if present and all(_HEX.match(v) for v in present):
+        # trace-cmd -R prints every ``long`` field in hex
+        return pa.array([int(v, 16) if v is not None else None for v in values], type=pa.uint64())
     if present and all(_INT.match(v) for v in present):
         ints = [int(v) if v is not None else None for v in values]
         low = min(i for i in ints if i is not None)
@@ -154,7 +163,7 @@ def _column(values: list):
     return pa.array(values, type=pa.string())
 
 
-def _table(rows: _EventRows):
+def _table(event: str, rows: _EventRows):
     import pyarrow as pa
 
     order = sorted(range(len(rows.ts)), key=rows.ts.__getitem__)  # stable: ties keep file order
@@ -168,8 +177,24 @@ def _table(rows: _EventRows):
         "__comm": pa.array(rows.comm, type=pa.string()),
     }
     for name in rows.names:
-        columns[name] = _column([f.get(name) for f in rows.fields])
+        values = [f.get(name) for f in rows.fields]
+        # the text of a print is text, even when it reads "0"
+        columns[name] = pa.array(values, pa.string()) if event in _TEXT_EVENTS else _column(values)
     return pa.table(columns), rows.line
+
+
+def _drop_last(lines: Iterable[str], warnings: list[str], source: str, first_line: int) -> Iterator[str]:
+    previous = None
+    count = first_line - 1
+    for count, line in enumerate(lines, start=first_line):
+        if previous is not None:
+            yield previous
+        previous = line
+    if previous is not None:
+        warnings.append(
+            f"{source}: line {count}: file ends inside this line (no final newline): "
+            f"truncated trace, line skipped: {previous[:80]!r}"
+        )
 
 
 def _lines(source: str | os.PathLike | Iterable[str]) -> Iterator[str]:
@@ -188,6 +213,7 @@ def parse_text_lines(
     events: Iterable[str] | None = None,
     fmt: str = "text",
     first_line: int = 1,
+    incomplete_last_line: bool = False,
 ) -> TraceTables:
     """Parse ftrace text lines (see the module docstring) into :class:`TraceTables`.
 
@@ -198,6 +224,8 @@ def parse_text_lines(
     :param fmt: value of ``meta["format"]`` (``"text"`` or ``"systrace"``).
     :param first_line: number of the first line, for messages about files
         whose text starts inside a container (systrace HTML).
+    :param incomplete_last_line: the input ends without a newline, as a
+        truncated file does: its last line is skipped with a warning.
     """
     wanted = None if events is None else set(events)
     per_event: dict[str, _EventRows] = {}
@@ -210,6 +238,8 @@ def parse_text_lines(
     first_ts = last_ts = None
     max_cpu = -1
 
+    if incomplete_last_line:
+        lines = _drop_last(lines, warnings, source, first_line)
     for lineno, line in enumerate(lines, start=first_line):
         line = line.rstrip("\r\n")
         match = _HEADER.match(line)
@@ -271,7 +301,7 @@ def parse_text_lines(
     tables = {}
     record_lines = {}
     for event, rows in per_event.items():
-        tables[event], record_lines[event] = _table(rows)
+        tables[event], record_lines[event] = _table(event, rows)
     meta = {
         "source": source,
         "format": fmt,
@@ -291,7 +321,10 @@ def read_text(path: str | os.PathLike, events: Iterable[str] | None = None) -> T
     """Read a tracefs / ``trace-cmd report`` text file (see the module docstring)."""
     path = os.fspath(path)
     try:
-        return parse_text_lines(_lines(path), source=path, events=events)
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            truncated = size > 0 and f.seek(size - 1) >= 0 and f.read(1) != b"\n"
+        return parse_text_lines(_lines(path), source=path, events=events, incomplete_last_line=truncated)
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror}") from exc
 
