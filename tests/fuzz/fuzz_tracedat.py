@@ -8,6 +8,16 @@ tests/test_trace_dat_fuzz.py.
 
     .venv/bin/python tests/fuzz/fuzz_tracedat.py tests/fuzz_corpus -max_total_time=300 \\
         -artifact_prefix=tests/fuzz_corpus/crash- -timeout=20
+
+To give libFuzzer coverage of the C decoder and catch memory errors with
+AddressSanitizer, build an instrumented copy and point TRACEDAT_NATIVE at it:
+
+    clang -shared -fPIC -O1 -g -fsanitize=address,fuzzer-no-link \\
+        -I$(python3.11 -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \\
+        lisa_ext/trace/_tracedat.c -lzstd -lz -lpthread -o /tmp/_tracedat_asan.so
+    TRACEDAT_NATIVE=/tmp/_tracedat_asan.so ASAN_OPTIONS=detect_leaks=0 \\
+        LD_PRELOAD=$(.venv/bin/python -c 'import atheris; print(atheris.path())')/asan_with_fuzzer.so \\
+        .venv/bin/python tests/fuzz/fuzz_tracedat.py ...
 """
 
 import os
@@ -17,6 +27,28 @@ import tempfile
 import atheris
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def _load_native_override() -> None:
+    """Use the instrumented decoder named by TRACEDAT_NATIVE, if any."""
+    path = os.environ.get("TRACEDAT_NATIVE")
+    if not path:
+        return
+    import importlib.machinery
+    import importlib.util
+
+    import lisa_ext.trace
+
+    name = "lisa_ext.trace._tracedat"
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[name] = module
+    lisa_ext.trace._tracedat = module
+
+
+_load_native_override()
 
 with atheris.instrument_imports():
     import tracedat_mutations
