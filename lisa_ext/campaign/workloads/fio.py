@@ -104,8 +104,9 @@ class Fio(Workload):
         # lay the data file out now, so that no run traces the layout
         out = target.execute(f"fio --create_only=1 {self._job_args(ctx)} 2>&1; echo \"rc=$?\"",
                              check_exit_code=False, timeout=600)
-        if not out.rstrip().endswith("rc=0"):
-            raise WorkloadError("fio could not lay out its data file: " + _tail(out))
+        output, _, status = out.rstrip().rpartition("\n")
+        if status != "rc=0":
+            raise WorkloadError("fio could not lay out its data file: " + _tail(output))
 
     def run(self, ctx: RunContext) -> list[Metric]:
         target = ctx.target
@@ -127,4 +128,7 @@ class Fio(Workload):
 
 
 def _tail(text: str, lines: int = 3) -> str:
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:]) or "(no output)"
+    """fio's own error lines ("fio: ...", "...err=..."), else the last lines of its output."""
+    all_lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in all_lines if line.startswith("fio:") or "err=" in line]
+    return " | ".join((errors or all_lines)[-lines:]) or "(no output)"

@@ -1,0 +1,205 @@
+"""Live campaigns on this machine: real fio / rt-app runs, real tracing, real SIGKILL.
+
+Needs root, tracefs, trace-cmd, fio and rt-app (CI has them; elsewhere the tests
+skip with the reason). Each test restores the workqueue knob it varies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from campaign_helpers import (LISA_EXT, WQ_KNOB, other_scope, read_knob, require_live,
+                              trace_event_counts, write_spec)
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(autouse=True)
+def live_and_restore_knob():
+    require_live()
+    original = read_knob()
+    yield original
+    if read_knob() != original:
+        Path(WQ_KNOB).write_text(original)
+        pytest.fail(f"{WQ_KNOB} was left at {read_knob()!r}, not restored to {original!r}")
+
+
+def _spec(tmp_path: Path, name: str, original: str, workloads: str, iterations: int,
+          trace: str = "") -> Path:
+    return write_spec(tmp_path / f"{name}.yml", f"""\
+name: {name}
+target: @TARGET@
+iterations: {iterations}
+{trace}
+variants:
+  - name: base
+    knobs: {{{WQ_KNOB}: {original}}}
+  - name: other
+    knobs: {{{WQ_KNOB}: {other_scope(original)}}}
+workloads:
+{workloads}
+""")
+
+
+def _lisa_ext(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(LISA_EXT + list(args), capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def _instances() -> set[str]:
+    return set(os.listdir("/sys/kernel/tracing/instances"))
+
+
+def test_two_variant_campaign(tmp_path, live_and_restore_knob):
+    original = live_and_restore_knob
+    spec = _spec(tmp_path, "live2v", original, iterations=2, trace="""\
+trace:
+  events: [sched:sched_switch, sched:sched_wakeup, block:block_rq_issue, workqueue]
+""", workloads="""\
+  - name: io-live2v
+    kind: fio
+    options: {rw: randread, bs: 4k, ioengine: psync, direct: 1, size: 16M, runtime: 1, time_based: 1}
+  - name: rt
+    kind: rtapp
+    duration-s: 1
+    tasks: {busy: {duty-cycle-pct: 20, period-ms: 10}}
+""")
+    instances_before = _instances()
+    out = tmp_path / "data"
+    proc = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "8 runs done, 0 failed" in proc.stdout
+    assert read_knob() == original
+    assert _instances() == instances_before  # the private ftrace instances are gone
+
+    metas = {}
+    for run in sorted(out.glob("runs/*/*/*")):
+        result = json.loads((run / "result.json").read_text())
+        meta = json.loads((run / "meta.json").read_text())
+        metas[meta["order_index"]] = (result["variant"], result["workload"], result["iteration"])
+        assert result["status"] == "ok", result["error"]
+        expected = original if result["variant"] == "base" else other_scope(original)
+        assert meta["knobs"][WQ_KNOB] == {"original": original, "requested": expected, "read_back": expected}
+        counts = trace_event_counts(run / "trace.dat")
+        metrics = {m["name"]: m["value"] for m in result["metrics"]}
+        if result["workload"] == "io-live2v":
+            fio = json.loads((run / "fio.json").read_text())["jobs"][0]["read"]
+            assert metrics["read_iops"] == pytest.approx(fio["iops"])
+            # every O_DIRECT read is one block request issued while tracing
+            assert counts["block_rq_issue"] >= fio["total_ios"] > 100
+        else:
+            assert 90 <= metrics["busy_activations"] <= 101  # 1 s at a 10 ms period
+            report = subprocess.run(["trace-cmd", "report", "-N", str(run / "trace.dat")],
+                                    capture_output=True, text=True).stdout
+            assert "busy-0" in report  # rt-app's task, seen by the scheduler events
+        assert counts["sched_switch"] > 0
+    # interleaved: base and other alternate within each iteration
+    assert [metas[i] for i in sorted(metas)] == [
+        ("base", "io-live2v", 0), ("other", "io-live2v", 0), ("base", "rt", 0), ("other", "rt", 0),
+        ("base", "io-live2v", 1), ("other", "io-live2v", 1), ("base", "rt", 1), ("other", "rt", 1)]
+    assert (out / "campaign.yml").read_text() == spec.read_text()
+
+    status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
+    assert status.returncode == 0
+    assert status.stdout.splitlines()[0] == "campaign live2v: 8 done, 0 failed, 0 missing (of 8)"
+
+    again = _lisa_ext("campaign", "run", str(spec), "--out", str(out), cwd=tmp_path)
+    assert again.returncode == 2 and "pass --resume" in again.stderr
+
+
+def test_resume_after_sigkill(tmp_path, live_and_restore_knob):
+    original = live_and_restore_knob
+    spec = _spec(tmp_path, "livekill", original, iterations=2, trace="""\
+trace:
+  events: [sched:sched_switch, block:block_rq_issue]
+""", workloads="""\
+  - name: io-livekill
+    kind: fio
+    options: {rw: randread, bs: 4k, ioengine: psync, direct: 1, size: 16M, runtime: 4, time_based: 1}
+""")
+    out = tmp_path / "data"
+    journal = out / ".runner-journal.json"
+    runner = subprocess.Popen(LISA_EXT + ["campaign", "run", str(spec), "--out", str(out), "--no-progress"],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # kill it while the 'other' variant's fio runs: its knob is written, trace-cmd and fio are live
+    deadline = time.monotonic() + 240
+    state = {}
+    while time.monotonic() < deadline:
+        try:
+            state = json.loads(journal.read_text())
+        except (FileNotFoundError, ValueError):
+            state = {}
+        if state.get("run") == "other/io-livekill/0" and len(state.get("processes", [])) >= 2:
+            break
+        assert runner.poll() is None, runner.communicate()
+        time.sleep(0.05)
+    else:
+        pytest.fail("the runner never reached other/io-livekill/0")
+    time.sleep(1)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait(timeout=30)
+    assert runner.returncode == -signal.SIGKILL
+
+    finished = out / "runs/base/io-livekill/0"
+    before = (finished.stat().st_ino, (finished / "result.json").read_text(), (finished / "trace.dat").stat().st_size)
+    assert read_knob() == other_scope(original)  # left behind by the killed runner
+    assert not (out / "runs/other/io-livekill/0").exists()
+    assert list(out.glob("runs/other/io-livekill/.tmp-0"))  # the partial run
+    status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
+    assert "interrupted during other/io-livekill/0" in status.stdout
+    assert "1 done, 0 failed, 3 missing" in status.stdout
+
+    resumed = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--resume", "--no-progress", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resume: restored {WQ_KNOB}={original}" in resumed.stderr
+    assert "resume: discarded the partial run other/io-livekill/0" in resumed.stderr
+    assert "killed leftover process group" in resumed.stderr
+    assert "3 runs done, 0 failed, 1 already done" in resumed.stdout
+    for proc in state["processes"]:
+        assert not Path(f"/proc/{proc['pid']}").exists() or \
+            Path(f"/proc/{proc['pid']}/stat").read_text().split()[21] != proc["starttime"]
+    after = (finished.stat().st_ino, (finished / "result.json").read_text(), (finished / "trace.dat").stat().st_size)
+    assert after == before  # the finished run was not touched
+    redone = json.loads((out / "runs/other/io-livekill/0/result.json").read_text())
+    assert redone["status"] == "ok"
+    assert not journal.exists() and not list(out.glob("runs/*/*/.tmp-*"))
+    assert read_knob() == original
+
+
+def test_knob_reverted_after_workload_failure(tmp_path, live_and_restore_knob):
+    original = live_and_restore_knob
+    spec = _spec(tmp_path, "livefail", original, iterations=1, workloads="""\
+  - name: broken
+    kind: fio
+    options: {rw: randread, bs: 4k, size: 4M, runtime: 1, filename: /proc/lisa-ext-missing/data}
+  - name: rt
+    kind: rtapp
+    duration-s: 0.5
+    tasks: {busy: {duty-cycle-pct: 20, period-ms: 10}}
+""")
+    out = tmp_path / "data"
+    proc = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 1  # some runs failed
+    assert "2 runs done, 2 failed" in proc.stdout
+    for variant in ("base", "other"):
+        result = json.loads((out / f"runs/{variant}/broken/0/result.json").read_text())
+        meta = json.loads((out / f"runs/{variant}/broken/0/meta.json").read_text())
+        assert result["status"] == "failed" and result["metrics"] == []
+        assert "WorkloadError: fio could not lay out its data file" in result["error"]
+        assert "fio: failed to create dir (/proc/lisa-ext-missing)" in result["error"]
+        # the knob was really applied during the failing run ...
+        expected = original if variant == "base" else other_scope(original)
+        assert meta["knobs"][WQ_KNOB]["read_back"] == expected
+        # ... and the campaign went on
+        ok = json.loads((out / f"runs/{variant}/rt/0/result.json").read_text())
+        assert ok["status"] == "ok"
+    # ... and reverted afterwards
+    assert read_knob() == original
+    status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
+    assert "2 done, 2 failed, 0 missing" in status.stdout

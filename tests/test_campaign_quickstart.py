@@ -1,0 +1,52 @@
+"""The quickstart's report (notebook -> offline HTML) and its preflight message."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from campaign_helpers import REPO
+from lisa_ext import quickstart
+
+SAMPLE = REPO / "data" / "samples" / "wq-affinity"
+
+
+def test_notebook_report_from_sample(tmp_path):
+    html = quickstart._execute_notebook(SAMPLE, tmp_path / "quickstart.html")
+    text = html.read_text()
+    # the figure is embedded as a PNG, and nothing is fetched from the network
+    pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', text)
+    assert pngs and all(base64.b64decode(p)[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert not re.search(r'<script[^>]+src="http', text)
+    assert "Traceback" not in text  # papermill also raises on any failing cell
+    # the per-run tables hold every run's value, as stored in result.json (rounded to 3 decimals)
+    for result_path in SAMPLE.glob("runs/*/*/*/result.json"):
+        result = json.loads(result_path.read_text())
+        metric = {"fio-randread": "read_iops", "rtapp-periodic": "medium_wu_lat_mean"}[result["workload"]]
+        value = next(m["value"] for m in result["metrics"] if m["name"] == metric)
+        shown = f"{round(value, 3):.3f}".rstrip("0").rstrip(".")
+        assert shown in text, (result_path, shown)
+    executed = json.loads((tmp_path / "quickstart.ipynb").read_text())
+    assert executed["cells"][1]["metadata"]["tags"] == ["parameters"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to run the command as an unprivileged user")
+def test_quickstart_without_root_says_what_to_do(tmp_path):
+    proc = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "lisa_ext.cli", "quickstart", "--data", str(tmp_path / "d"),
+         "--out", str(tmp_path / "q.html")],
+        capture_output=True, text=True, cwd="/", env={**os.environ, "HOME": str(tmp_path)})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "lisa-ext quickstart: error: the quickstart needs root, because it writes sysfs knobs and "
+        "records kernel traces: run it again as root (e.g. `sudo make run`)")
+    assert not (tmp_path / "d").exists()
