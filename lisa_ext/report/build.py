@@ -160,8 +160,14 @@ def _timelines(campaign: Campaign, trace: _TraceData) -> list[tuple[str, object]
                                 "frequency"),
             "idle state (-1 = running)": (_window(frames.get("idle_states"), "state", start, end,
                                                   t0), "state"),
-            "CPU busy": (_window(frames.get("cpu_busy"), "busy", start, end, t0), "busy"),
         }
+        switches = frames.get("switches")
+        if switches is not None and not switches.empty:
+            # one lane per CPU: its number, +0.4 while another task runs, +0.8 for the wakee
+            lane = switches.assign(lane=switches["cpu"] + np.select(
+                [switches["next_pid"] == int(worst["pid"]), switches["next_pid"] != 0],
+                [0.8, 0.4], 0.0))
+            panels["CPU: idle / other / wakee"] = (_window(lane, "lane", start, end, t0), "lane")
         wakeups = pd.DataFrame({"time": [0.0, float(worst["latency"]) * 1e3]})
         title = (f"{workload} / {variant} run {run.iteration}: p99 wakeup, pid "
                  f"{int(worst['pid'])}, {float(worst['latency']) * 1e6:.0f} us")
@@ -177,13 +183,10 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
     for (workload, metric), block in cmp.groupby(["workload", "metric"], sort=False):
         first = block.iloc[0]
         ylabel = first["unit"] or metric
-        found.append((figs.figure_name(workload, metric, "mean"),
-                      figs.metric_bars_figure(block, f"{workload}: {first['mean_kind']} {metric}",
-                                              ylabel)))
         runs = metrics[(metrics["workload"] == workload) & (metrics["metric"] == metric)]
-        found.append((figs.figure_name(workload, metric, "runs"),
-                      figs.iteration_dots_figure(runs[["variant", "iteration", "value"]],
-                                                 f"{workload}: {metric}, every run", ylabel)))
+        found.append((figs.figure_name(workload, metric),
+                      figs.metric_bars_figure(block, f"{workload}: {first['mean_kind']} {metric}",
+                                              ylabel, runs[["variant", "iteration", "value"]])))
     latencies = defaultdict(list)
     for run, frame in trace.frames.get("wakeup_latency", []):
         latencies[(run.workload, run.variant)].append(frame["latency"].to_numpy(float) * 1e6)

@@ -56,9 +56,12 @@ def _status(row: dict) -> str:
     return "not significant"
 
 
-def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str):
+def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
+                       runs: pd.DataFrame | None = None):
     """Bars of one metric's mean per variant with t-CI whiskers and a ``*`` above
-    each significant change (the test and alpha are those of the comparison)."""
+    each significant change (the test and alpha are those of the comparison);
+    with ``runs`` (``variant``, ``iteration``, ``value``) every iteration is
+    overlaid as a dot."""
     hv = _hv()
     df = cmp_block[["variant", "mean", "ci_low", "ci_high", "is_baseline", "significant",
                     "too_few"]].copy()
@@ -74,7 +77,10 @@ def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str):
     marks = hv.Labels((list(stars["variant"]), [top * 1.04] * len(stars),
                        ["*"] * len(stars)), kdims=["variant", "mean"], vdims=["text"]).opts(
         color="black", backend="matplotlib")
-    return (bars * whiskers * marks).opts(show_legend=False)
+    overlay = bars * whiskers * marks
+    if runs is not None and not runs.empty:
+        overlay = overlay * iteration_dots_figure(runs, title, ylabel).opts(color="black")
+    return overlay.opts(show_legend=False)
 
 
 def iteration_dots_figure(runs: pd.DataFrame, title: str, ylabel: str):
@@ -115,7 +121,7 @@ def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.Dat
     """Per-CPU step curves around chosen wakeups, as the ondemand RFC's trace
     excerpt shows them: ``panels`` maps a y label to (frame, column), each frame
     with ``time`` (ms), ``cpu`` and that column (e.g. frequency in kHz, idle
-    state, busy); ``wakeups`` has ``time`` (ms), drawn as dashed lines."""
+    state, running task); ``wakeups`` has ``time`` (ms), drawn as dashed lines."""
     hv = _hv()
     layout = []
     for ylabel, (frame, column) in panels.items():

@@ -94,7 +94,7 @@ def _ints(df: pd.DataFrame, col: str) -> np.ndarray:
 def _sched_switches(trace) -> pd.DataFrame:
     df = trace.df_event("sched_switch")
     return pd.DataFrame({"time": np.asarray(df.index, float), "cpu": _ints(df, "__cpu"),
-                         "busy": (_ints(df, "next_pid") != 0).astype(np.int64)})
+                         "next_pid": _ints(df, "next_pid")})
 
 
 def wakeup_latencies(trace) -> pd.DataFrame:
@@ -111,7 +111,7 @@ def wakeup_latencies(trace) -> pd.DataFrame:
 def _wakeup_latency(trace) -> TraceFindings:
     lat = wakeup_latencies(trace)
     us = lat["latency"].to_numpy() * 1e6
-    out = TraceFindings(frames={"wakeup_latency": lat, "cpu_busy": _sched_switches(trace)})
+    out = TraceFindings(frames={"wakeup_latency": lat, "switches": _sched_switches(trace)})
     if us.size:
         out.metrics = [("wakeup latency mean", float(us.mean()), "us", True),
                        ("wakeup latency p99", float(np.percentile(us, 99)), "us", True)]
