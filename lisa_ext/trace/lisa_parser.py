@@ -25,6 +25,10 @@ The frames are built to equal what LISA's own parser gives for the same file
   the address, as ``trace-cmd report`` resolves it, or ``0x...``) and
   ``buf``/``str`` as bytes, which is what LISA's meta-event parsing reads.
 
+Text and systrace traces that show ``print`` events as ``tracing_mark_write:
+text`` (tracefs, atrace) also get them as a ``print`` frame, so LISA's
+``userspace@`` meta events (rt-app markers) work on them.
+
 Metadata: ``time-range``, ``cpus-count``, ``available-events`` (events with at
 least one record) and, when asked, ``symbols-address``.
 """
@@ -115,11 +119,31 @@ class _Prepared:
     times: dict[str, np.ndarray] | None = None
     symbols: tuple[list[int], list[str]] | None = None
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # event shown -> event read
 
     def lisa_times(self) -> dict[str, np.ndarray]:
         if self.times is None:
-            self.times = lisa_times(self.tables, self.meta)
+            real = {e: t for e, t in self.tables.items() if e not in self.aliases}
+            times = lisa_times(real, self.meta)
+            for alias, event in self.aliases.items():
+                if event in times:
+                    times[alias] = times[event]
+            self.times = times
         return self.times
+
+
+def _print_from_trace_marker(tables: dict) -> dict:
+    """tracefs and atrace text show ``print`` events as ``tracing_mark_write: text``.
+
+    LISA's ``userspace@`` meta events (rt-app markers, ...) are read from
+    ``print``, so text traces get a ``print`` table with ``ip`` set to the
+    function name the text shows.
+    """
+    import pyarrow as pa
+
+    marks = tables["tracing_mark_write"]
+    ip = pa.array(["tracing_mark_write"] * marks.num_rows, pa.string())
+    return marks.add_column(marks.column_names.index("buf"), "ip", ip)
 
 
 _PREPARED: dict[tuple, _Prepared] = {}
@@ -134,7 +158,10 @@ def _prepare(path: str, cache: bool) -> _Prepared:
     if prepared is None:
         tt = read_trace(path, cache=cache)
         fmt = tt.meta.get("format", "tracedat")
-        prepared = _Prepared(path, tt.tables, tt.meta, _lisa_field_dtypes(fmt))
+        prepared = _Prepared(path, dict(tt.tables), tt.meta, _lisa_field_dtypes(fmt))
+        if fmt != "tracedat" and "tracing_mark_write" in tt.tables and "print" not in tt.tables:
+            prepared.tables["print"] = _print_from_trace_marker(tt.tables)
+            prepared.aliases["print"] = "tracing_mark_write"
         _PREPARED.clear()  # keep one trace: frames of big traces are large
         _PREPARED[key] = prepared
     return prepared
@@ -181,6 +208,10 @@ def _convert_inferred(series: pd.Series) -> pd.Series:
     return series
 
 
+def _as_bytes(series: pd.Series) -> pd.Series:
+    return series.map(lambda v: v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v).astype(object)
+
+
 def _frame(prepared: _Prepared, event: str) -> pd.DataFrame:
     table = prepared.tables[event]
     df = table.to_pandas(types_mapper={}.get)
@@ -197,14 +228,16 @@ def _frame(prepared: _Prepared, event: str) -> pd.DataFrame:
             if name == "ip":
                 columns["ip"] = _resolve_ip(prepared, df["ip"])
             elif name == content:
-                columns[name] = df[name].map(
-                    lambda v: v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
-                ).astype(object)
+                columns[name] = _as_bytes(df[name])
             elif name != "fmt":
                 columns[name] = _convert_inferred(df[name])
     elif described is not None:
         for name, dtype in described.items():
-            if name in df.columns:
+            if name not in df.columns:
+                continue
+            if dtype == "bytes":  # LISA's text parsers hand over the matched bytes
+                columns[name] = _as_bytes(df[name])
+            else:
                 columns[name] = _datautils.series_convert(df[name], dtype) if dtype else df[name]
     else:
         for name in fields:
