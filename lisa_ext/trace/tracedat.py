@@ -29,6 +29,7 @@ __all__ = [
     "FormatField",
     "read_tracedat",
     "count_events",
+    "TraceDatReader",
     "open_tracedat",
 ]
 
@@ -800,6 +801,128 @@ def _meta(info: TraceDatFile, out: dict, counts: dict[str, int], warnings: list[
     }
 
 
+class TraceDatReader:
+    """A trace.dat file whose headers are parsed once, to decode its events in one or more passes.
+
+    :func:`read_tracedat` is the one-shot form. Several passes over a subset of
+    events each (see ``lisa-ext trace convert``) let one pass's tables be
+    written out while the next is decoded.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.header_warnings: list[str] = []
+        self.info = open_tracedat(path, self.header_warnings)
+        self._walk: dict | None = None
+
+    @property
+    def path(self) -> str:
+        return self.info.path
+
+    def walk(self) -> dict:
+        """Record count per event id and the timestamp range, from a walk that decodes no field."""
+        if self._walk is None:
+            warnings: list[str] = []
+            out = _run_decoder(self.info, [], warnings)
+            self._walk = {**out, "warnings": warnings}
+        return self._walk
+
+    def event_names(self, events: Iterable[str] | None = None) -> list[str]:
+        """Names that :meth:`read` returns tables for (all events with records when None)."""
+        chosen = _select(self.info, events)
+        if events is None:
+            counts = self.walk()["counts"]
+            chosen = {name: fmt for name, fmt in chosen.items() if counts.get(fmt.id)}
+        return list(chosen)
+
+    def record_counts(self) -> dict[str, int]:
+        """Records per event name, for every event in the file."""
+        return _event_counts(self.info, self.walk()["counts"], [])
+
+    def read(self, events: Iterable[str] | None = None, threads: int | None = None) -> TraceTables:
+        """Decode events into tables (see :func:`read_tracedat`).
+
+        :param threads: 1 to decode on the calling thread only; by default two
+            threads share large uncompressed files.
+        """
+        import pyarrow as pa
+
+        from lisa_ext.trace.bprint import BprintFormatter
+
+        info = self.info
+        warnings = list(self.header_warnings)
+        chosen = _select(info, events)
+        counts_first = None
+        if events is None and info.compression == "none":
+            # A walk without appending is cheap on uncompressed data: it spares
+            # planning a column layout for the many events without any record.
+            counts_first = self.walk()["counts"]
+            chosen = {name: fmt for name, fmt in chosen.items() if counts_first.get(fmt.id)}
+        plans = {}
+        slots = []
+        plan_warnings: dict[str, list[str]] = {}
+        for name, fmt in chosen.items():
+            plan_warnings[name] = []
+            cols = _plan_columns(fmt, info.long_size, plan_warnings[name], info.path)
+            if _is_bprint(fmt):
+                fmt_field = fmt.field("fmt")
+                buf_field = fmt.field("buf")
+                if fmt_field is None or buf_field is None:
+                    raise TraceDatError(info.path, None, "bprint format lacks its fmt/buf fields")
+                cols = [c for c in cols if c.name not in ("fmt", "buf")]
+                cols.append(_Column("fmt", K_INT, 0, fmt_field.offset, fmt_field.size, fmt_field.size,
+                                    _int_type(fmt_field.size, False)))
+                cols.append(_Column("buf", K_LIST_REST, 0, buf_field.offset, 0, 1, pa.list_(pa.uint8())))
+            pid = fmt.field("common_pid")
+            pid_off, pid_size = (pid.offset, pid.size) if pid else (4, 4)
+            plans[name] = (fmt, cols)
+            slots.append((fmt.id, pid_off, pid_size,
+                          [(c.kind, c.flags, c.offset, c.size, c.elem) for c in cols]))
+        if threads != 1:
+            if counts_first is None and info.compression == "none" and self._walk is not None:
+                counts_first = self._walk["counts"]
+            _assign_threads(info, slots, [cols for _, cols in plans.values()], counts_first)
+        out = _run_decoder(info, slots, warnings)
+        if self._walk is None:
+            self._walk = {**out, "slots": [], "warnings": []}
+        counts = _event_counts(info, out["counts"], warnings)
+
+        tables = {}
+        formatter = None
+        for (name, (fmt, cols)), res in zip(plans.items(), out["slots"]):
+            rows = res["rows"]
+            if events is None and not rows:
+                continue
+            warnings.extend(plan_warnings[name])  # only for events actually returned
+            if not rows:
+                schema = pa.schema(
+                    [("__timestamp", pa.int64()), ("__cpu", pa.int32()), ("__pid", pa.int32()),
+                     ("__comm", pa.string())]
+                    + [(c.name, c.arrow_type) for c in cols]
+                )
+                table = schema.empty_table()
+                if _is_bprint(fmt):
+                    table = table.set_column(table.schema.get_field_index("fmt"), "fmt", pa.array([], pa.string()))
+                    table = table.set_column(table.schema.get_field_index("buf"), "buf", pa.array([], pa.string()))
+                tables[name] = table
+                continue
+            arrays = [
+                pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(res["ts"])]),
+                pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(res["cpu"])]),
+                pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(res["pid"])]),
+                _string_array(rows, res["comm_offsets"], res["comm_data"]),
+            ]
+            names = ["__timestamp", "__cpu", "__pid", "__comm"]
+            for col, bufs in zip(cols, res["columns"]):
+                arrays.append(_arrow_column(col, rows, bufs))
+                names.append(col.name)
+            table = pa.Table.from_arrays(arrays, names=names)
+            if _is_bprint(fmt):
+                formatter = formatter or BprintFormatter(info.printk, lambda: info.kallsyms, info.long_size)
+                table = formatter.format_table(table)
+            tables[name] = table
+        return TraceTables(tables=tables, meta=_meta(info, out, counts, warnings))
+
+
 def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) -> TraceTables:
     """Decode a trace.dat file into one Arrow table per event.
 
@@ -810,84 +933,14 @@ def read_tracedat(path: str | os.PathLike, events: Iterable[str] | None = None) 
         corrupted page) is reported in ``meta["warnings"]``; everything before
         it is decoded.
     """
-    import pyarrow as pa
-
-    from lisa_ext.trace.bprint import BprintFormatter
-
-    warnings: list[str] = []
-    info = open_tracedat(path, warnings)
-    chosen = _select(info, events)
-    counts_first = None
-    if events is None and info.compression == "none":
-        # A walk without appending is cheap on uncompressed data: it spares
-        # planning a column layout for the many events without any record.
-        counts_first = _run_decoder(info, [], [])["counts"]
-        chosen = {name: fmt for name, fmt in chosen.items() if counts_first.get(fmt.id)}
-    plans = {}
-    slots = []
-    plan_warnings: dict[str, list[str]] = {}
-    for name, fmt in chosen.items():
-        plan_warnings[name] = []
-        cols = _plan_columns(fmt, info.long_size, plan_warnings[name], info.path)
-        if _is_bprint(fmt):
-            fmt_field = fmt.field("fmt")
-            buf_field = fmt.field("buf")
-            if fmt_field is None or buf_field is None:
-                raise TraceDatError(info.path, None, "bprint format lacks its fmt/buf fields")
-            cols = [c for c in cols if c.name not in ("fmt", "buf")]
-            cols.append(_Column("fmt", K_INT, 0, fmt_field.offset, fmt_field.size, fmt_field.size,
-                                _int_type(fmt_field.size, False)))
-            cols.append(_Column("buf", K_LIST_REST, 0, buf_field.offset, 0, 1, pa.list_(pa.uint8())))
-        pid = fmt.field("common_pid")
-        pid_off, pid_size = (pid.offset, pid.size) if pid else (4, 4)
-        plans[name] = (fmt, cols)
-        slots.append((fmt.id, pid_off, pid_size,
-                      [(c.kind, c.flags, c.offset, c.size, c.elem) for c in cols]))
-    _assign_threads(info, slots, [cols for _, cols in plans.values()], counts_first)
-    out = _run_decoder(info, slots, warnings)
-    counts = _event_counts(info, out["counts"], warnings)
-
-    tables = {}
-    formatter = None
-    for (name, (fmt, cols)), res in zip(plans.items(), out["slots"]):
-        rows = res["rows"]
-        if events is None and not rows:
-            continue
-        warnings.extend(plan_warnings[name])  # only for events actually returned
-        if not rows:
-            schema = pa.schema(
-                [("__timestamp", pa.int64()), ("__cpu", pa.int32()), ("__pid", pa.int32()), ("__comm", pa.string())]
-                + [(c.name, c.arrow_type) for c in cols]
-            )
-            table = schema.empty_table()
-            if _is_bprint(fmt):
-                table = table.set_column(table.schema.get_field_index("fmt"), "fmt", pa.array([], pa.string()))
-                table = table.set_column(table.schema.get_field_index("buf"), "buf", pa.array([], pa.string()))
-            tables[name] = table
-            continue
-        arrays = [
-            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(res["ts"])]),
-            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(res["cpu"])]),
-            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(res["pid"])]),
-            _string_array(rows, res["comm_offsets"], res["comm_data"]),
-        ]
-        names = ["__timestamp", "__cpu", "__pid", "__comm"]
-        for col, bufs in zip(cols, res["columns"]):
-            arrays.append(_arrow_column(col, rows, bufs))
-            names.append(col.name)
-        table = pa.Table.from_arrays(arrays, names=names)
-        if _is_bprint(fmt):
-            formatter = formatter or BprintFormatter(info.printk, lambda: info.kallsyms, info.long_size)
-            table = formatter.format_table(table)
-        tables[name] = table
-    return TraceTables(tables=tables, meta=_meta(info, out, counts, warnings))
+    return TraceDatReader(path).read(events)
 
 
 def count_events(path: str | os.PathLike) -> dict:
     """Event counts without building tables: ``{"events": {name: n}, "cpus": n, ...}``."""
-    warnings: list[str] = []
-    info = open_tracedat(path, warnings)
-    out = _run_decoder(info, [], warnings)
-    counts = _event_counts(info, out["counts"], warnings)
-    meta = _meta(info, out, counts, warnings)
-    return {"events": counts, "cpus": info.cpus, **{k: v for k, v in meta.items() if k != "event_counts"}}
+    reader = TraceDatReader(path)
+    walk = reader.walk()
+    warnings = reader.header_warnings + walk["warnings"]
+    counts = _event_counts(reader.info, walk["counts"], warnings)
+    meta = _meta(reader.info, walk, counts, warnings)
+    return {"events": counts, "cpus": reader.info.cpus, **{k: v for k, v in meta.items() if k != "event_counts"}}
