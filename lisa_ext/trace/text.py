@@ -234,6 +234,7 @@ def parse_text_lines(
     cpus_declared = None
     last: tuple[str, _EventRows] | None = None
     seen_event = False
+    first_other: tuple[int, str] | None = None
     lineno = first_line - 1
     first_ts = last_ts = None
     max_cpu = -1
@@ -244,6 +245,8 @@ def parse_text_lines(
         line = line.rstrip("\r\n")
         match = _HEADER.match(line)
         if match is None:
+            if first_other is None and line.strip() and not _PREAMBLE.match(line):
+                first_other = (lineno, line)
             if not seen_event:
                 found = _CPUS_LINE.match(line) or _TRACEFS_CPUS.search(line)
                 if found:
@@ -287,9 +290,10 @@ def parse_text_lines(
         last = (event, rows)
 
     if not seen_event:
+        shown = f"; line {first_other[0]} reads {first_other[1][:100]!r}" if first_other else ""
         raise UserError(
             f"{source}: no ftrace event line found in {lineno - first_line + 1} lines "
-            "(expected lines like '  comm-1234  [001]  12.345678: sched_switch: ...')"
+            f"(expected lines like '  comm-1234  [001]  12.345678: sched_switch: ...'){shown}"
         )
     if wanted is not None:
         missing = sorted(wanted - counts.keys())
