@@ -30,7 +30,7 @@ import pandas as pd
 from lisa_ext.errors import UserError
 from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
-from lisa_ext.report.campaign import Campaign, Run, metrics_frame, read_campaign
+from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
 from lisa_ext.stats.compare import compare
 
 __all__ = ["ReportOptions", "build_report", "TABLE_FILES"]

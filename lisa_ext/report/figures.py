@@ -13,7 +13,6 @@ renumbered in order of first appearance after rendering.
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -39,11 +38,21 @@ _ELEMENTS = ("Bars", "Scatter", "Curve", "ErrorBars", "Labels", "Overlay")
 def _hv():
     import holoviews as hv
 
-    # loading both backends once; the matplotlib one is the default renderer
-    if not hv.Store.renderers or "matplotlib" not in hv.Store.renderers \
-            or "bokeh" not in hv.Store.renderers:
-        hv.extension("matplotlib", "bokeh", logo=False)
+    # register both renderers without hv.extension(), which would switch the
+    # current backend of a notebook that calls these functions
+    current = hv.Store.current_backend
+    import holoviews.plotting.bokeh  # noqa: F401
+    import holoviews.plotting.mpl  # noqa: F401
+
+    hv.Store.set_current_backend(current)
     return hv
+
+
+def _both(obj, **options):
+    """Apply options to both backends: holoviews keeps them per backend."""
+    for backend in ("matplotlib", "bokeh"):
+        obj = obj.opts(backend=backend, **options)
+    return obj
 
 
 def _status(row: dict) -> str:
@@ -69,25 +78,25 @@ def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
     df["neg"] = (df["mean"] - df["ci_low"]).clip(lower=0).fillna(0.0)
     high = df["ci_high"].where(np.isfinite(df["ci_high"]), df["mean"])
     df["pos"] = (high - df["mean"]).clip(lower=0).fillna(0.0)
-    bars = hv.Bars(df, kdims=["variant"], vdims=["mean", "status"]).opts(
-        title=title, ylabel=ylabel, xlabel="", xrotation=15)
+    bars = _both(hv.Bars(df, kdims=["variant"], vdims=["mean", "status"]),
+                 title=title, ylabel=ylabel, xlabel="", xrotation=15)
     whiskers = hv.ErrorBars(df, kdims=["variant"], vdims=["mean", "neg", "pos"])
     top = float(np.nanmax((df["mean"] + df["pos"]).to_numpy())) if len(df) else 0.0
     stars = df[df["significant"]]
     marks = hv.Labels((list(stars["variant"]), [top * 1.04] * len(stars),
                        ["*"] * len(stars)), kdims=["variant", "mean"], vdims=["text"]).opts(
-        color="black", backend="matplotlib")
+        color="black", backend="matplotlib").opts(text_color="black", backend="bokeh")
     overlay = bars * whiskers * marks
     if runs is not None and not runs.empty:
-        overlay = overlay * iteration_dots_figure(runs, title, ylabel).opts(color="black")
-    return overlay.opts(show_legend=False)
+        overlay = overlay * _both(iteration_dots_figure(runs, title, ylabel), color="black")
+    return _both(overlay, show_legend=False)
 
 
 def iteration_dots_figure(runs: pd.DataFrame, title: str, ylabel: str):
     """Every iteration's value per variant: ``runs`` has ``variant``, ``iteration``, ``value``."""
     hv = _hv()
-    return hv.Scatter(runs, kdims=["variant"], vdims=["value", "iteration"]).opts(
-        title=title, ylabel=ylabel, xlabel="", xrotation=15)
+    return _both(hv.Scatter(runs, kdims=["variant"], vdims=["value", "iteration"]),
+                 title=title, ylabel=ylabel, xlabel="", xrotation=15)
 
 
 def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF",
@@ -103,7 +112,7 @@ def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF
         curves[variant] = hv.Curve((values, frac), kdims=[f"latency ({unit})"],
                                    vdims=["fraction of wakeups"], label=variant)
     overlay = hv.Overlay(list(curves.values())) if curves else hv.Curve([])
-    return overlay.opts(title=title, logx=True)
+    return _both(overlay, title=title, logx=True)
 
 
 def residency_figure(residency: pd.DataFrame, title: str, state_label: str):
@@ -111,9 +120,9 @@ def residency_figure(residency: pd.DataFrame, title: str, state_label: str):
     hv = _hv()
     df = residency.copy()
     df["state"] = df["state"].astype(str)
-    return hv.Bars(df, kdims=["variant", "state"], vdims=["pct"]).opts(
-        stacked=True, title=title, ylabel="% of time", xlabel="", legend_position="right"
-    ).relabel(state_label)
+    state = hv.Dimension("state", label=state_label)
+    return _both(hv.Bars(df, kdims=["variant", state], vdims=["pct"]), stacked=True,
+                 title=title, ylabel="% of time", xlabel="", legend_position="right")
 
 
 def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.DataFrame,
@@ -127,17 +136,18 @@ def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.Dat
     for ylabel, (frame, column) in panels.items():
         if frame is None or frame.empty:
             continue
-        curves = [hv.Curve(g.sort_values("time", kind="stable"), kdims=["time"], vdims=[column],
-                           label=f"CPU{cpu}").opts(interpolation="steps-post")
+        curves = [_both(hv.Curve(g.sort_values("time", kind="stable"), kdims=["time"],
+                                 vdims=[column], label=f"CPU{cpu}"), interpolation="steps-post")
                   for cpu, g in frame.groupby("cpu", sort=True)]
         overlay = hv.Overlay(curves)
         for t in wakeups["time"]:
-            overlay = overlay * hv.VLine(float(t)).opts(color="black", linestyle="dashed")
-        layout.append(overlay.opts(ylabel=ylabel, xlabel="time from wakeup (ms)", title=title))
+            line = hv.VLine(float(t)).opts(color="black", linestyle="dashed", backend="matplotlib")
+            overlay = overlay * line.opts(color="black", line_dash="dashed", backend="bokeh")
+        layout.append(_both(overlay, ylabel=ylabel, xlabel="time from wakeup (ms)", title=title))
         title = ""
     if not layout:
         return None
-    return hv.Layout(layout).cols(1)
+    return hv.Layout(layout).cols(1).opts(sublabel_format="", backend="matplotlib")
 
 
 # --- export ----------------------------------------------------------------
@@ -200,7 +210,3 @@ def figure_name(*parts: str) -> str:
     text = "_".join(parts)
     text = re.sub(r"[^A-Za-z0-9.+-]+", "_", text).strip("_")
     return text or "figure"
-
-
-def _finite(x: float) -> bool:
-    return x is not None and math.isfinite(x)

@@ -322,10 +322,6 @@ FORMATS: dict[str, Callable[[pd.DataFrame], str]] = {
     "csv": render_csv,
 }
 
-#: file name suffix used when a report writes each format
-SUFFIXES = {"mmtests": "mmtests.txt", "markdown": "md", "lkp": "lkp.txt", "sd": "sd.txt",
-            "csv": "csv"}
-
 
 def render(cmp: pd.DataFrame, fmt: str) -> str:
     try:

@@ -82,7 +82,7 @@ def welch(base: Sample, new: Sample) -> float:
                                           equal_var=False).pvalue)
 
 
-def _needs_values(name: str, base: Sample, new: Sample) -> tuple[np.ndarray, np.ndarray] | None:
+def _raw_values(base: Sample, new: Sample) -> tuple[np.ndarray, np.ndarray] | None:
     if base.values is None or new.values is None:
         return None
     a, b = np.asarray(base.values, float), np.asarray(new.values, float)
@@ -93,7 +93,7 @@ def _needs_values(name: str, base: Sample, new: Sample) -> tuple[np.ndarray, np.
 
 def mann_whitney(base: Sample, new: Sample) -> float:
     """Mann-Whitney U two-sided p-value; NaN without raw values."""
-    ab = _needs_values("mwu", base, new)
+    ab = _raw_values(base, new)
     if ab is None:
         return math.nan
     return float(sps.mannwhitneyu(ab[0], ab[1], alternative="two-sided").pvalue)
@@ -101,7 +101,7 @@ def mann_whitney(base: Sample, new: Sample) -> float:
 
 def kolmogorov_smirnov(base: Sample, new: Sample) -> float:
     """Two-sample KS two-sided p-value; NaN without raw values."""
-    ab = _needs_values("ks", base, new)
+    ab = _raw_values(base, new)
     if ab is None:
         return math.nan
     return float(sps.ks_2samp(ab[0], ab[1]).pvalue)
