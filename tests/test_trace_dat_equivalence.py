@@ -47,6 +47,7 @@ def _check(path: Path, instances: list[str] = ()):
     assert not errors, "\n".join(errors)
     # meta agrees with the tables and with the report
     assert tables.meta["event_counts"] == raw.counts()
+    assert tables.meta["clock"] == oracle.saved_clock(str(path))
     all_ts = [t for ts in raw.ts.values() for t in ts]
     assert tables.meta["first_timestamp_ns"] == min(all_ts)
     assert tables.meta["last_timestamp_ns"] == max(all_ts)

@@ -18,7 +18,7 @@ import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-__all__ = ["ReportEvents", "run_report", "kallsyms", "compare"]
+__all__ = ["ReportEvents", "run_report", "kallsyms", "saved_clock", "compare"]
 
 
 @dataclass
@@ -85,6 +85,14 @@ def kallsyms(path: str) -> tuple[list[int], list[str]]:
             syms.append((int(parts[0], 16), parts[2]))
     syms.sort()
     return [a for a, _ in syms], [n for _, n in syms]
+
+
+def saved_clock(path: str) -> str:
+    """The selected trace clock per `trace-cmd dump --clock`, "unknown" when none is saved."""
+    proc = subprocess.run(["trace-cmd", "dump", "--clock", path], capture_output=True, text=True,
+                          errors="replace", check=False)
+    m = re.search(r"\[([\w-]+)\]", proc.stdout.replace("[Tracing clock]", ""))
+    return m[1] if m else "unknown"
 
 
 def split_fields(text: str, names: list[str]) -> list[str] | None:

@@ -1324,6 +1324,11 @@ PyMODINIT_FUNC PyInit__tracedat(void)
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
+    /* bumped whenever decode()'s arguments or results change: tracedat.py checks it */
+    if (PyModule_AddIntConstant(m, "ABI_VERSION", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&BufferType);
     if (PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0) {
         Py_DECREF(&BufferType);

@@ -361,14 +361,14 @@ def _read_v6(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
         off, size = r.u64(), r.u64()
         if size:
             streams.append((cpu, off, size))
-    clock = "local"
+    clock = "unknown"  # not recorded (trace-cmd then assumes "local")
     if has_clock:
         try:
             text = r.take(r.u64()).decode("utf-8", "replace")
             m = re.search(r"\[(\S+)\]", text)
             clock = m[1] if m else clock
         except TraceDatError:
-            warnings.append(f"{path}: unreadable trace clock, assuming 'local' (as trace-cmd does)")
+            warnings.append(f"{path}: unreadable trace clock section; clock reported as 'unknown'")
     buffers = [""]
     for name, off in instance_offsets:
         ir = _Reader(path, mm, off, what=f"instance {name!r} cpu table")
@@ -406,10 +406,8 @@ def _read_section(path: str, mm, offset: int, compression: str, want: int | None
             r.fail("section is marked compressed but the file has no compression")
         csize, usize = r.u32(), r.u32()
         data = r.take(csize)
-        from lisa_ext.trace import _tracedat
-
         try:
-            return sid, _tracedat.decompress(_COMPRESSION[compression], data, usize)
+            return sid, _native().decompress(_COMPRESSION[compression], data, usize)
         except ValueError as exc:
             r.fail(f"compressed section does not decompress ({exc})", offset)
     return sid, r.take(size)
@@ -496,7 +494,7 @@ def _read_v7(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
     clock = next((c for _, c, st in buffers if st and c), "")
     if not clock:
         m = re.search(r"\[(\S+)\]", clock_text)
-        clock = m[1] if m else "local"
+        clock = m[1] if m else "unknown"
     cpus = cpucount or (max((s[0] for s in streams), default=-1) + 1)
     return dict(
         header_page=header_page,
@@ -725,8 +723,29 @@ def _select(info: TraceDatFile, events: Iterable[str] | None) -> dict[str, Event
     return chosen
 
 
+#: The native decoder interface this module speaks (``_tracedat.ABI_VERSION``).
+NATIVE_ABI = 2
+
+
+def _native():
+    """The compiled decoder, or a clear error telling how to build it."""
+    try:
+        from lisa_ext.trace import _tracedat
+    except ImportError as exc:
+        raise UserError(
+            f"the native trace.dat decoder is not built ({exc}); run `make setup` "
+            "or `.venv/bin/pip install -e .` (needs libzstd-dev, zlib1g-dev and a C compiler)"
+        ) from None
+    if getattr(_tracedat, "ABI_VERSION", None) != NATIVE_ABI:
+        raise UserError(
+            f"the native trace.dat decoder ({_tracedat.__file__}) is out of date; "
+            "rebuild it with `.venv/bin/pip install -e .`"
+        )
+    return _tracedat
+
+
 def _run_decoder(info: TraceDatFile, slots: list[tuple], warnings: list[str]) -> dict:
-    from lisa_ext.trace import _tracedat
+    _tracedat = _native()
 
     commit_off, commit_size, data_off = _header_page_layout(info.path, info.header_page, info.long_size)
     any_fmt = next(iter(info.events.values()), None)
