@@ -19,9 +19,9 @@ AddressSanitizer, build an instrumented copy and point TRACEDAT_NATIVE at it:
         LD_PRELOAD=$(.venv/bin/python -c 'import atheris; print(atheris.path())')/asan_with_fuzzer.so \\
         .venv/bin/python tests/fuzz/fuzz_tracedat.py ...
 
-libFuzzer's -merge=1 re-runs argv[0] through the shell: run the harness as
-`.venv/bin/python -m atheris`-less, i.e. call it via a wrapper script that
-execs the venv's python, when merging corpora.
+To merge corpora (-merge=1), libFuzzer re-executes argv[0] through the shell:
+call the harness through a small executable wrapper that execs the venv's
+python on this file.
 """
 
 import os
