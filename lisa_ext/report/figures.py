@@ -95,8 +95,9 @@ def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
 def iteration_dots_figure(runs: pd.DataFrame, title: str, ylabel: str):
     """Every iteration's value per variant: ``runs`` has ``variant``, ``iteration``, ``value``."""
     hv = _hv()
-    return _both(hv.Scatter(runs, kdims=["variant"], vdims=["value", "iteration"]),
+    dots = _both(hv.Scatter(runs, kdims=["variant"], vdims=["value", "iteration"]),
                  title=title, ylabel=ylabel, xlabel="", xrotation=15)
+    return dots.opts(size=7, tools=["hover"], backend="bokeh")
 
 
 def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF",
