@@ -213,7 +213,13 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     elif (campaign_dir / "runs").exists():
         echo(f"keeping finished runs in {campaign_dir} (--fresh starts over)")
     quiet_lisa_logs()
-    summary = CampaignRunner(spec, campaign_dir, resume=True, progress=progress).run()
+    try:
+        summary = CampaignRunner(spec, campaign_dir, resume=True, progress=progress).run()
+    except UserError as exc:
+        if "differs from the spec" in str(exc):
+            raise UserError(f"{campaign_dir} holds runs of an older quickstart spec: "
+                            "run `lisa-ext quickstart --fresh` to start over") from None
+        raise
     echo(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
          + (f", {summary.skipped} kept from before" if summary.skipped else ""))
     echo("executing notebooks/quickstart.ipynb ...")

@@ -52,6 +52,18 @@ def _lisa_ext(*args, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(LISA_EXT + list(args), capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
+def _live_process_groups() -> set[int]:
+    groups = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            groups.add(int(fields[2]))  # field 5 of /proc/<pid>/stat: process group id
+    return groups
+
+
 def _instances() -> set[str]:
     return set(os.listdir("/sys/kernel/tracing/instances"))
 
@@ -149,6 +161,8 @@ trace:
     finished = out / "runs/base/io-livekill/0"
     before = (finished.stat().st_ino, (finished / "result.json").read_text(), (finished / "trace.dat").stat().st_size)
     assert read_knob() == other_scope(original)  # left behind by the killed runner
+    assert {proc["pid"] for proc in state["processes"]} <= _live_process_groups()  # trace-cmd, fio
+    assert state["instance"] in _instances()
     assert not (out / "runs/other/io-livekill/0").exists()
     assert list(out.glob("runs/other/io-livekill/.tmp-0"))  # the partial run
     status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
@@ -161,9 +175,10 @@ trace:
     assert "resume: discarded the partial run other/io-livekill/0" in resumed.stderr
     assert "killed leftover process group" in resumed.stderr
     assert "3 runs done, 0 failed, 1 already done" in resumed.stdout
-    for proc in state["processes"]:
-        assert not Path(f"/proc/{proc['pid']}").exists() or \
-            Path(f"/proc/{proc['pid']}/stat").read_text().split()[21] != proc["starttime"]
+    # nothing the killed runner started survives: not its process groups, not its ftrace instance
+    groups = {proc["pid"] for proc in state["processes"]}
+    assert len(groups) >= 2 and not groups & _live_process_groups()
+    assert state["instance"] not in _instances()
     after = (finished.stat().st_ino, (finished / "result.json").read_text(), (finished / "trace.dat").stat().st_size)
     assert after == before  # the finished run was not touched
     redone = json.loads((out / "runs/other/io-livekill/0/result.json").read_text())

@@ -62,7 +62,7 @@ def stop(bg, sig: int = signal.SIGINT, grace_s: float = 30) -> int:
 def kill_leftover(target, pid: int) -> None:
     """SIGKILL a process group (or lone process) the runner started before it died."""
     target.execute(
-        f"kill -KILL -- -{int(pid)} 2>/dev/null || kill -KILL {int(pid)} 2>/dev/null || true",
+        f"kill -KILL -{int(pid)} 2>/dev/null || kill -KILL {int(pid)} 2>/dev/null || true",
         as_root=True, check_exit_code=False)
 
 

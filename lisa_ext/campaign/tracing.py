@@ -28,10 +28,18 @@ class TraceError(RuntimeError):
     """Tracing could not start or produced no usable trace.dat."""
 
 
-def remove_instance(target, tracefs: str, instance: str) -> None:
-    path = f"{tracefs}/instances/{instance}"
-    target.execute(f"if [ -d {remote.quote(path)} ]; then rmdir {remote.quote(path)}; fi",
-                   as_root=True, check_exit_code=False)
+def remove_instance(target, tracefs: str, instance: str, timeout_s: float = 10) -> None:
+    """Remove an ftrace instance; it stays busy for a moment after trace-cmd exits, so retry."""
+    path = remote.quote(f"{tracefs}/instances/{instance}")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = target.execute(f"[ -d {path} ] && rmdir {path} 2>&1; [ -d {path} ] && echo busy || true",
+                             as_root=True, check_exit_code=False)
+        if "busy" not in out:
+            return
+        if time.monotonic() > deadline:
+            raise TraceError(f"could not remove the ftrace instance {tracefs}/instances/{instance}: {out.strip()}")
+        time.sleep(0.2)
 
 
 def check_events(target, tracefs: str, events: tuple[str, ...]) -> list[str]:
