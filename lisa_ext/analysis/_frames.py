@@ -15,7 +15,7 @@ import pandas as pd
 
 __all__ = [
     "event_times", "times_ns", "int_column", "str_column", "has_event", "symbol_column",
-    "order_by_key_then_time", "grouped_stats",
+    "order_by_key_then_time", "grouped_stats", "dense_ids", "in_row_order", "last_per_group",
 ]
 
 #: ``cpu_idle``'s state for "exit" (PWR_EVENT_EXIT, -1 stored in a u32).
@@ -57,37 +57,61 @@ def times_ns(df: pd.DataFrame) -> np.ndarray:
     return np.round(np.asarray(df.index, dtype=np.float64) * 1e9).astype(np.int64)
 
 
-def _dense_keys(keys: np.ndarray) -> np.ndarray:
-    """Small non-negative ids preserving the order of ``keys``: uint16 when
-    possible, so numpy's stable sort is a radix sort."""
-    keys = np.asarray(keys, dtype=np.int64)
-    if len(keys) and keys.min() >= 0 and keys.max() < 1 << 24:
-        present = np.bincount(keys) > 0
-        lut = np.cumsum(present) - 1
-        dense = lut[keys]
-        return dense.astype(np.uint16 if present.sum() <= 1 << 16 else np.int32)
-    return np.unique(keys, return_inverse=True)[1]
-
-
 def order_by_key_then_time(keys: np.ndarray, time: np.ndarray) -> np.ndarray:
     """Permutation sorting rows by key, then time, then original position
     (so simultaneous rows keep the order they were concatenated in)."""
     by_time = np.argsort(time, kind="stable")
-    return by_time[np.argsort(_dense_keys(keys[by_time]), kind="stable")]
+    return by_time[np.argsort(dense_ids(keys[by_time])[1], kind="stable")]
+
+
+def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct sorted keys, id of each row in them), in O(n) for small keys.
+    Ids are uint16 when there are few enough, so numpy's stable argsort of
+    them is a radix sort."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if len(keys) and keys.min() >= 0 and keys.max() < 1 << 24:
+        present = np.bincount(keys) > 0
+        uniq = np.flatnonzero(present)
+        lut = (np.cumsum(present) - 1).astype(np.uint16 if len(uniq) <= 1 << 16 else np.int64)
+        return uniq, lut[keys]
+    uniq, ids = np.unique(keys, return_inverse=True)
+    return uniq, ids
+
+
+def in_row_order(rows: np.ndarray, n: int) -> np.ndarray:
+    """Permutation putting distinct row numbers ``rows`` (< n) in increasing
+    order, in O(n) instead of a sort."""
+    slot = np.full(n, -1, dtype=np.int64)
+    slot[rows] = np.arange(len(rows))
+    return slot[slot >= 0]
+
+
+def last_per_group(ids: np.ndarray, ngroups: int) -> np.ndarray:
+    """Index of the last row of each group id (rows in order), -1 if none."""
+    last = np.full(ngroups, -1, dtype=np.int64)
+    np.maximum.at(last, ids, np.arange(len(ids)))
+    return last
 
 
 def grouped_stats(groups: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
     """count, mean, gmean, p50/p90/p99 (linear interpolation, as numpy's
-    default percentile) and max of ``values`` per distinct ``groups`` value,
-    vectorised. Returns the sorted group keys under ``"key"``."""
-    order = order_by_key_then_time(groups, values)
-    g, v = groups[order], values[order]
-    if not len(g):
+    default percentile) and max of ``values`` (seconds, >= 0) per distinct
+    ``groups`` value, vectorised. Returns the sorted group keys under ``"key"``."""
+    keys, ids = dense_ids(groups)
+    ns = np.round(np.asarray(values, dtype=np.float64) * 1e9).astype(np.int64)
+    if not len(ids):
         empty = np.array([])
         return {k: empty for k in ("key", "count", "mean", "gmean", "p50", "p90", "p99", "max")}
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    counts = np.diff(np.r_[starts, len(g)])
-    out = {"key": g[starts], "count": counts}
+    if ns.max() < 1 << 40 and len(keys) < 1 << 23:
+        # One vectorised sort of (group, value) packed in an int64.
+        packed = np.sort((ids.astype(np.int64) << 40) | ns)
+        g, v = packed >> 40, (packed & ((1 << 40) - 1)) / 1e9
+    else:
+        order = np.lexsort((values, ids))
+        g, v = ids[order], np.asarray(values, dtype=np.float64)[order]
+    counts = np.bincount(g, minlength=len(keys))
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    out = {"key": keys, "count": counts}
     out["mean"] = np.add.reduceat(v, starts) / counts
     with np.errstate(divide="ignore"):
         out["gmean"] = np.exp(np.add.reduceat(np.log(v), starts) / counts)
@@ -95,7 +119,6 @@ def grouped_stats(groups: np.ndarray, values: np.ndarray) -> dict[str, np.ndarra
         pos = (counts - 1) * q
         lo = np.floor(pos).astype(np.int64)
         hi = np.minimum(lo + 1, counts - 1)
-        frac = pos - lo
-        out[name] = v[starts + lo] + (v[starts + hi] - v[starts + lo]) * frac
+        out[name] = v[starts + lo] + (v[starts + hi] - v[starts + lo]) * (pos - lo)
     out["max"] = v[starts + counts - 1]
     return out

@@ -28,7 +28,16 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
-from lisa_ext.analysis._frames import event_times, has_event, int_column, order_by_key_then_time, times_ns
+from lisa_ext.analysis._frames import (
+    dense_ids,
+    event_times,
+    has_event,
+    in_row_order,
+    int_column,
+    last_per_group,
+    order_by_key_then_time,
+    times_ns,
+)
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -109,22 +118,24 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         next ``sched_switch``; the last slice of each CPU is left out."""
         df = self.trace.df_event("sched_switch")
         time, cpu = times_ns(df), int_column(df, "__cpu")
-        order = order_by_key_then_time(cpu, np.zeros(len(df), dtype=np.int64))
-        time, cpu = time[order], cpu[order]
-        has_next = np.zeros(len(df), dtype=bool)
-        has_next[:-1] = cpu[1:] == cpu[:-1]
-        nxt = np.minimum(np.arange(1, len(df) + 1), max(len(df) - 1, 0))
-        keep = order[has_next]
-        out = pd.DataFrame(
+        n = len(df)
+        order = order_by_key_then_time(cpu, np.zeros(n, dtype=np.int64))
+        t_sorted, c_sorted = time[order], cpu[order]
+        # Duration to the next switch of the same CPU, put back in row order.
+        duration = np.full(n, -1, dtype=np.int64)
+        if n > 1:
+            has_next = c_sorted[1:] == c_sorted[:-1]
+            duration[order[:-1][has_next]] = (t_sorted[1:] - t_sorted[:-1])[has_next]
+        keep = np.flatnonzero(duration >= 0)
+        return pd.DataFrame(
             {
-                "cpu": cpu[has_next],
+                "cpu": cpu[keep],
                 "pid": int_column(df, "next_pid")[keep],
                 "comm": df["next_comm"].array.take(keep),
-                "duration": (time[nxt] - time)[has_next] / 1e9,
+                "duration": duration[keep] / 1e9,
             },
-            index=pd.Index(time[has_next] / 1e9, name="Time"),
+            index=pd.Index(time[keep] / 1e9, name="Time"),
         )
-        return out.iloc[np.argsort(time[has_next], kind="stable")]
 
     @TraceAnalysisBase.cache
     @requires_events("sched_switch")
@@ -172,7 +183,9 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         slept = (out_state & 0xFF) != 0  # 0 = TASK_RUNNING (preempted); 0x100+ preempt markers
         o = o[slept]
         out_state = out_state[slept]
-        out = pd.DataFrame(
+        by_time = in_row_order(src[o + 1], n)  # switch-in rows are in time order
+        o, out_state = o[by_time], out_state[by_time]
+        return pd.DataFrame(
             {
                 "pid": pid[o],
                 "cpu": int_column(df, "__cpu")[src[o + 1]],
@@ -181,7 +194,6 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
             },
             index=pd.Index(t[o + 1] / 1e9, name="Time"),
         )
-        return out.iloc[np.argsort(t[o + 1], kind="stable")]
 
     @df_running_slices.used_events
     @may_use_events("cpu_frequency")
@@ -191,30 +203,44 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         ``mean_freq_running_khz`` (time-weighted over the part of its running
         time where the CPU frequency is known; NaN if none)."""
         slices = self.df_running_slices()
-        slices = slices[slices["pid"] != 0]
+        slice_pid = slices["pid"].to_numpy()
+        task_rows = np.flatnonzero(slice_pid != 0)
+        slice_pid = slice_pid[task_rows]
+        duration = slices["duration"].to_numpy()[task_rows]
         freq = self._frequency()
-        integral = np.zeros(len(slices))
-        known = np.zeros(len(slices))
-        start = slices.index.to_numpy()
-        end = start + slices["duration"].to_numpy()
-        cpu = slices["cpu"].to_numpy()
-        for c in np.unique(cpu):
-            sel = cpu == c
-            integral[sel], known[sel] = freq.integrate(int(c), start[sel], end[sel])
-        per = pd.DataFrame({"pid": slices["pid"].to_numpy(), "runtime": slices["duration"].to_numpy(), "integral": integral, "known": known})
-        g = per.groupby("pid", sort=True)
-        tasks = pd.DataFrame({"runtime_s": g["runtime"].sum(), "known": g["known"].sum(), "integral": g["integral"].sum()})
-        last = pd.Series(np.arange(len(slices))).groupby(slices["pid"].to_numpy()).last()
-        tasks["comm"] = pd.Series(slices["comm"].iloc[last.to_numpy()].to_numpy(), index=last.index)
+        integral = np.zeros(len(task_rows))
+        known = np.zeros(len(task_rows))
+        if freq.steps:
+            start = slices.index.to_numpy()[task_rows]
+            end = start + duration
+            cpu = slices["cpu"].to_numpy()[task_rows]
+            for c in np.unique(cpu):
+                sel = cpu == c
+                integral[sel], known[sel] = freq.integrate(int(c), start[sel], end[sel])
         sleeps = self.df_iowait_sleeps()
-        sg = sleeps.groupby("pid")
-        tasks = tasks.join(pd.DataFrame({"iowait_count": sg.size(), "iowait_delay_s": sg["delay"].sum()}), how="outer")
-        tasks = tasks[tasks.index != 0]
-        tasks["iowait_count"] = tasks["iowait_count"].fillna(0).astype(int)
-        tasks["iowait_delay_s"] = tasks["iowait_delay_s"].fillna(0.0)
-        tasks["runtime_s"] = tasks["runtime_s"].fillna(0.0)
+        sleep_pid = sleeps["pid"].to_numpy()
+        pids, ids = dense_ids(np.concatenate([slice_pid, sleep_pid]))
+        slice_id, sleep_id = ids[: len(slice_pid)], ids[len(slice_pid) :]
+        k = len(pids)
+        last = last_per_group(slice_id, k)
+        comm = np.full(k, None, dtype=object)
+        ran = last >= 0
+        comm[ran] = np.asarray(slices["comm"].array.take(task_rows[last[ran]]), dtype=object)
+        known_s = np.bincount(slice_id, weights=known, minlength=k)
+        area = np.bincount(slice_id, weights=integral, minlength=k)
         with np.errstate(divide="ignore", invalid="ignore"):
-            tasks["mean_freq_running_khz"] = np.where(tasks["known"] > 0, tasks["integral"] / tasks["known"], np.nan)
+            mean_freq = np.where(known_s > 0, area / known_s, np.nan)
+        tasks = pd.DataFrame(
+            {
+                "comm": comm,
+                "iowait_count": np.bincount(sleep_id, minlength=k),
+                "iowait_delay_s": np.bincount(sleep_id, weights=sleeps["delay"].to_numpy(), minlength=k),
+                "runtime_s": np.bincount(slice_id, weights=duration, minlength=k),
+                "mean_freq_running_khz": mean_freq,
+            },
+            index=pd.Index(pids, name="pid"),
+        )
+        tasks = tasks[tasks.index != 0]
         tasks.index.name = "pid"
         return tasks[list(TASK_COLUMNS)]
 
@@ -322,7 +348,7 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
                 "service": (t[i + 1] - t[i]) / 1e9,
             },
             index=pd.Index(t[i] / 1e9, name="Time"),
-        ).sort_index(kind="stable")
+        ).iloc[in_row_order(rows, ni)]
 
     @df_block_requests.used_events
     def df_device_io(self) -> pd.DataFrame:

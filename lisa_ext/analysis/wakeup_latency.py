@@ -23,7 +23,15 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
-from lisa_ext.analysis._frames import grouped_stats, has_event, int_column, order_by_key_then_time, times_ns
+from lisa_ext.analysis._frames import (
+    dense_ids,
+    grouped_stats,
+    has_event,
+    in_row_order,
+    int_column,
+    last_per_group,
+    times_ns,
+)
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -83,43 +91,44 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         """
         wake = self.trace.df_event(self.wakeup_event())
         switch = self.trace.df_event("sched_switch")
-        n_sw, n_wk = len(switch), len(wake)
         sw_time, wk_time = times_ns(switch), times_ns(wake)
-        # Rows: every switch-out, every wakeup, every switch-in, in that order
-        # so that simultaneous events of one task sort out < wakeup < in.
-        pid = np.concatenate(
-            [int_column(switch, "prev_pid"), int_column(wake, "pid"), int_column(switch, "next_pid")]
-        )
-        time = np.concatenate([sw_time, wk_time, sw_time])
-        order = order_by_key_then_time(pid, time)
-        order = order[pid[order] != 0]  # the idle task is never woken
-        pid, time = pid[order], time[order]
-        kind = np.where(order < n_sw, _OUT, np.where(order < n_sw + n_wk, _WAKE, _IN)).astype(np.int8)
+        # Rows: switch-outs, wakeups, switch-ins of every task but idle, in
+        # that order so that simultaneous rows of one task sort out < wakeup < in.
+        streams = [
+            (int_column(switch, "prev_pid"), sw_time),
+            (int_column(wake, "pid"), wk_time),
+            (int_column(switch, "next_pid"), sw_time),
+        ]
+        rows = [np.flatnonzero(p != 0) for p, _ in streams]
+        sizes = np.cumsum([0] + [len(r) for r in rows])
+        pid = np.concatenate([p[r] for (p, _), r in zip(streams, rows)])
+        time = np.concatenate([t[r] for (_, t), r in zip(streams, rows)])
+        by_time = np.argsort(time, kind="stable")  # merges three sorted runs
+        _, task = dense_ids(pid)
+        task = task[by_time]
+        by_task = np.argsort(task, kind="stable")  # radix sort on small ids
+        order = by_time[by_task]
+        task = task[by_task]
+        kind = ((order >= sizes[1]).astype(np.int8) + (order >= sizes[2])).astype(np.int8)
 
-        n = len(pid)
-        idx = np.arange(n)
-        is_switch = kind != _WAKE
-        new_task = np.ones(n, dtype=bool)
-        new_task[1:] = pid[1:] != pid[:-1]
-        # Last switch row strictly before each row, within the same task.
-        last_switch = np.maximum.accumulate(np.where(is_switch, idx, -1))
-        prev_switch = np.concatenate([[-1], last_switch[:-1]])
-        task_start = np.maximum.accumulate(np.where(new_task, idx, 0))
-        prev_switch = np.where(prev_switch >= task_start, prev_switch, -1)
-        off_cpu = (prev_switch < 0) | (kind[np.maximum(prev_switch, 0)] == _OUT)
-        prev_is_wake = np.zeros(n, dtype=bool)
-        prev_is_wake[1:] = (kind[:-1] == _WAKE) & ~new_task[1:]
-        first_wake = (kind == _WAKE) & off_cpu & ~prev_is_wake
-        # Next switch row after each row, within the same task.
-        next_switch = np.minimum.accumulate(np.where(is_switch, idx, n)[::-1])[::-1]
-        safe_next = np.minimum(next_switch, n - 1)
-        hit = first_wake & (next_switch < n) & (pid[safe_next] == pid) & (kind[safe_next] == _IN)
-
-        w = np.flatnonzero(hit)
-        s = next_switch[w]
-        wake_rows = order[w] - n_sw
-        switch_rows = order[s] - n_sw - n_wk
-        out = pd.DataFrame(
+        # A wakeup starts a latency when the task's previous row is a
+        # switch-out or nothing (it is off-CPU and not already woken).
+        new_task = np.ones(len(task), dtype=bool)
+        new_task[1:] = task[1:] != task[:-1]
+        prev_out = np.zeros(len(task), dtype=bool)
+        prev_out[1:] = kind[:-1] == _OUT
+        first_wake = (kind == _WAKE) & (new_task | prev_out)
+        # Without the other wakeups, the row after a first wakeup is the
+        # task's next switch: a latency when it is a switch-in.
+        keep = np.flatnonzero((kind != _WAKE) | first_wake)
+        k_kind, k_task = kind[keep], task[keep]
+        hit = np.flatnonzero((k_kind[:-1] == _WAKE) & (k_kind[1:] == _IN) & (k_task[:-1] == k_task[1:]))
+        w, s = order[keep[hit]], order[keep[hit + 1]]
+        wake_rows = rows[1][w - sizes[1]]
+        switch_rows = rows[2][s - sizes[2]]
+        by_row = in_row_order(wake_rows, len(wake))  # wakeup rows are in time order
+        w, s, wake_rows, switch_rows = w[by_row], s[by_row], wake_rows[by_row], switch_rows[by_row]
+        return pd.DataFrame(
             {
                 "pid": pid[w],
                 "comm": wake["comm"].array.take(wake_rows),
@@ -128,7 +137,6 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
             },
             index=pd.Index(time[w] / 1e9, name="Time"),
         )
-        return out.iloc[np.argsort(time[w], kind="stable")]
 
     @df_all_wakeup_latencies.used_events
     def df_wakeup_latencies(self, pid: int | None = None, comm: str | None = None) -> pd.DataFrame:
@@ -161,8 +169,9 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         else:
             groups = pids
         stats = grouped_stats(groups, df["latency"].to_numpy())
-        last = pd.Series(np.arange(len(df))).groupby(groups).last()
-        comm = df["comm"].iloc[last.reindex(stats["key"]).to_numpy()].to_numpy() if len(df) else []
+        _, ids = dense_ids(groups)
+        last = last_per_group(ids, len(stats["key"]))
+        comm = df["comm"].array.take(last) if len(df) else []
         if per_cpu:
             index = pd.MultiIndex.from_arrays([stats["key"] // ncpu, stats["key"] % ncpu], names=["pid", "cpu"])
         else:
