@@ -193,7 +193,7 @@ typedef struct {
 
 enum { COMP_NONE = 0, COMP_ZLIB = 1, COMP_ZSTD = 2 };
 
-typedef struct {
+typedef struct Cursor {
     int cpu;
     int fd;
     int comp;
@@ -209,6 +209,11 @@ typedef struct {
     const uint8_t *data;     /* current page's event data */
     uint32_t data_len, pos;
     uint64_t ts;
+    /* prefetched next chunk (compressed streams, filled by the helper thread) */
+    uint8_t *pf_buf;
+    size_t pf_cap, pf_len;
+    uint64_t pf_off;
+    int pf_ready, pf_status, pf_end;
     /* peeked record */
     int has;
     const uint8_t *rec;
@@ -219,7 +224,22 @@ typedef struct {
 
 #define MAX_WARN 50
 
-typedef struct {
+typedef struct Prefetch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    struct Cursor *cur;
+    Py_ssize_t nstreams;
+    struct Decoder *d;
+    uint8_t *cbuf;
+    size_t cbuf_cap;
+    ZSTD_DCtx *zctx;
+} Prefetch;
+
+/* warn() may be called by the prefetch thread too */
+static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct Decoder {
     const char *path;
     uint32_t page_size, hdr_size, commit_off, commit_size;
     char msgs[MAX_WARN][400]; /* filled without the GIL, turned into str afterwards */
@@ -227,6 +247,7 @@ typedef struct {
     uint8_t *cbuf; size_t cbuf_cap;
     ZSTD_DCtx *zctx;
     size_t block_pages;
+    struct Prefetch *pf;     /* chunk prefetcher for compressed data, or NULL */
     const uint8_t *map;      /* whole file mapped read-only (uncompressed data), or NULL */
     uint64_t map_len;
     long host_page;
@@ -235,12 +256,14 @@ typedef struct {
 static void warn(Decoder *d, const char *fmt, ...)
 {
     va_list ap;
+    pthread_mutex_lock(&warn_mu);
     if (d->nwarn < MAX_WARN) {
         va_start(ap, fmt);
         vsnprintf(d->msgs[d->nwarn], sizeof d->msgs[0], fmt, ap);
         va_end(ap);
     }
     d->nwarn++;
+    pthread_mutex_unlock(&warn_mu);
 }
 
 static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -277,32 +300,12 @@ static int ensure_cap(uint8_t **buf, size_t *cap, size_t n)
     return 0;
 }
 
-/* Load the next block of pages into c->buf. Returns 1 if loaded, 0 at end. */
-static int load_block(Decoder *d, Cursor *c)
+/* Read and decompress the next chunk of a compressed stream into *dst.
+ * Layout: <u32 chunk count> then chunks of <u32 csize><u32 usize><data>.
+ * Returns 1 with a chunk, 0 at the end or on damage (with a warning). */
+static int fetch_chunk(Decoder *d, Cursor *c, uint8_t **cbuf, size_t *cbuf_cap, ZSTD_DCtx *zctx,
+                       uint8_t **dst, size_t *dst_cap, size_t *out_len, uint64_t *out_off)
 {
-    if (c->comp == COMP_NONE) {
-        /* Give back the pages of the block just decoded: keeps the file out of our RSS. */
-        if (c->buf && c->buf_len) {
-            uintptr_t lo = ((uintptr_t)c->buf + d->host_page - 1) & ~(uintptr_t)(d->host_page - 1);
-            uintptr_t hi = ((uintptr_t)c->buf + c->buf_len) & ~(uintptr_t)(d->host_page - 1);
-            if (hi > lo)
-                madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
-        c->buf = NULL;
-        c->buf_len = 0;
-        if (c->off >= c->end)
-            return 0;
-        uint64_t want = (uint64_t)d->page_size * d->block_pages;
-        if (want > c->end - c->off)
-            want = c->end - c->off;
-        c->buf = d->map + c->off;
-        c->buf_len = want;
-        c->buf_file_off = c->off;
-        c->off += want;
-        return 1;
-    }
-
-    /* compressed: <u32 chunk count> then chunks of <u32 csize><u32 usize><data> */
     size_t got;
     uint8_t hdr[8];
     if (!c->chunk_header_read) {
@@ -333,19 +336,19 @@ static int load_block(Decoder *d, Cursor *c)
              c->cpu, (unsigned long long)chunk_off, usize);
         return 0;
     }
-    if (ensure_cap(&d->cbuf, &d->cbuf_cap, csize ? csize : 1) < 0 ||
-        ensure_cap(&c->own, &c->own_cap, usize ? usize : 1) < 0) {
+    if (ensure_cap(cbuf, cbuf_cap, csize ? csize : 1) < 0 ||
+        ensure_cap(dst, dst_cap, usize ? usize : 1) < 0) {
         warn(d, "cpu %d: out of memory for chunk at offset %llu", c->cpu, (unsigned long long)chunk_off);
         return 0;
     }
-    if (read_full(c->fd, d->cbuf, csize, c->off + 8, &got) < 0 || got < csize) {
+    if (read_full(c->fd, *cbuf, csize, c->off + 8, &got) < 0 || got < csize) {
         warn(d, "cpu %d: file truncated inside compressed chunk at offset %llu", c->cpu,
              (unsigned long long)chunk_off);
         return 0;
     }
     size_t out = 0;
     if (c->comp == COMP_ZSTD) {
-        size_t r = ZSTD_decompressDCtx(d->zctx, c->own, usize, d->cbuf, csize);
+        size_t r = ZSTD_decompressDCtx(zctx, *dst, usize, *cbuf, csize);
         if (ZSTD_isError(r)) {
             warn(d, "cpu %d: zstd chunk at offset %llu does not decompress: %s", c->cpu,
                  (unsigned long long)chunk_off, ZSTD_getErrorName(r));
@@ -354,7 +357,7 @@ static int load_block(Decoder *d, Cursor *c)
         out = r;
     } else {
         uLongf dl = usize;
-        int r = uncompress(c->own, &dl, d->cbuf, csize);
+        int r = uncompress(*dst, &dl, *cbuf, csize);
         if (r != Z_OK) {
             warn(d, "cpu %d: zlib chunk at offset %llu does not decompress (error %d)", c->cpu,
                  (unsigned long long)chunk_off, r);
@@ -367,10 +370,67 @@ static int load_block(Decoder *d, Cursor *c)
              (unsigned long long)chunk_off, out, usize);
     c->off += 8 + (uint64_t)csize;
     c->chunks_left--;
-    c->buf = c->own;
-    c->buf_len = out;
-    c->buf_file_off = chunk_off;
+    *out_len = out;
+    *out_off = chunk_off;
     return 1;
+}
+
+/* Load the next block of pages into c->buf. Returns 1 if loaded, 0 at end. */
+static int load_block(Decoder *d, Cursor *c)
+{
+    if (c->comp == COMP_NONE) {
+        /* Give back the pages of the block just decoded: keeps the file out of our RSS. */
+        if (c->buf && c->buf_len) {
+            uintptr_t lo = ((uintptr_t)c->buf + d->host_page - 1) & ~(uintptr_t)(d->host_page - 1);
+            uintptr_t hi = ((uintptr_t)c->buf + c->buf_len) & ~(uintptr_t)(d->host_page - 1);
+            if (hi > lo)
+                madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
+        c->buf = NULL;
+        c->buf_len = 0;
+        if (c->off >= c->end)
+            return 0;
+        uint64_t want = (uint64_t)d->page_size * d->block_pages;
+        if (want > c->end - c->off)
+            want = c->end - c->off;
+        c->buf = d->map + c->off;
+        c->buf_len = want;
+        c->buf_file_off = c->off;
+        c->off += want;
+        return 1;
+    }
+
+    if (!d->pf) {
+        size_t len;
+        uint64_t off;
+        if (!fetch_chunk(d, c, &d->cbuf, &d->cbuf_cap, d->zctx, &c->own, &c->own_cap, &len, &off))
+            return 0;
+        c->buf = c->own;
+        c->buf_len = len;
+        c->buf_file_off = off;
+        return 1;
+    }
+    /* A helper thread decompresses each stream's next chunk ahead of us. */
+    Prefetch *pf = d->pf;
+    pthread_mutex_lock(&pf->mu);
+    while (!c->pf_ready)
+        pthread_cond_wait(&pf->cv, &pf->mu);
+    int ok = c->pf_status;
+    if (ok) {
+        uint8_t *t = c->own;
+        size_t tc = c->own_cap;
+        c->own = c->pf_buf;
+        c->own_cap = c->pf_cap;
+        c->pf_buf = t;
+        c->pf_cap = tc;
+        c->buf = c->own;
+        c->buf_len = c->pf_len;
+        c->buf_file_off = c->pf_off;
+        c->pf_ready = 0;
+        pthread_cond_broadcast(&pf->cv);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return ok;
 }
 
 /* Describe where the current page is, for messages. */
@@ -835,6 +895,47 @@ static PyObject *slot_result(Slot *s)
                          "columns", cols);
 }
 
+/* Keep every compressed stream one chunk ahead of the decoder. */
+static void *prefetch_main(void *arg)
+{
+    Prefetch *pf = arg;
+    pthread_mutex_lock(&pf->mu);
+    for (;;) {
+        Cursor *target = NULL;
+        int live = 0;
+        for (Py_ssize_t i = 0; i < pf->nstreams; i++) {
+            Cursor *c = &pf->cur[i];
+            if (c->pf_end)
+                continue;
+            live = 1;
+            if (!c->pf_ready) {
+                target = c;
+                break;
+            }
+        }
+        if (pf->stop || !live)
+            break;
+        if (!target) {
+            pthread_cond_wait(&pf->cv, &pf->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&pf->mu);
+        size_t len = 0;
+        uint64_t off = 0;
+        int ok = fetch_chunk(pf->d, target, &pf->cbuf, &pf->cbuf_cap, pf->zctx, &target->pf_buf,
+                             &target->pf_cap, &len, &off);
+        pthread_mutex_lock(&pf->mu);
+        target->pf_len = len;
+        target->pf_off = off;
+        target->pf_status = ok;
+        target->pf_end = !ok;
+        target->pf_ready = 1;
+        pthread_cond_broadcast(&pf->cv);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
 typedef struct {
     Decoder *d;
     Cursor *cur;
@@ -1135,6 +1236,30 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     int err = 0;
     for (int t = 0; t < nthreads; t++)
         err |= jobs[t].err;
+    Prefetch pf;
+    pthread_t pf_tid;
+    int pf_started = 0;
+    memset(&pf, 0, sizeof pf);
+    if (!err && comp != COMP_NONE && nstreams > 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        pf.cur = cur;
+        pf.nstreams = nstreams;
+        pf.d = dp;
+        pf.zctx = comp == COMP_ZSTD ? ZSTD_createDCtx() : NULL;
+        if ((comp != COMP_ZSTD || pf.zctx) && pthread_mutex_init(&pf.mu, NULL) == 0) {
+            if (pthread_cond_init(&pf.cv, NULL) == 0) {
+                dp->pf = &pf;
+                if (pthread_create(&pf_tid, NULL, prefetch_main, &pf) == 0) {
+                    pf_started = 1;
+                } else {
+                    dp->pf = NULL;
+                    pthread_cond_destroy(&pf.cv);
+                    pthread_mutex_destroy(&pf.mu);
+                }
+            } else {
+                pthread_mutex_destroy(&pf.mu);
+            }
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
     pthread_t tids[16];
     int started[16] = {0};
@@ -1149,6 +1274,19 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
             if (started[t])
                 pthread_join(tids[t], NULL);
     }
+    if (pf_started) {
+        pthread_mutex_lock(&pf.mu);
+        pf.stop = 1;
+        pthread_cond_broadcast(&pf.cv);
+        pthread_mutex_unlock(&pf.mu);
+        pthread_join(pf_tid, NULL);
+        pthread_cond_destroy(&pf.cv);
+        pthread_mutex_destroy(&pf.mu);
+        dp->pf = NULL;
+    }
+    free(pf.cbuf);
+    if (pf.zctx)
+        ZSTD_freeDCtx(pf.zctx);
     Py_END_ALLOW_THREADS
     for (int t = 0; t < nthreads; t++)
         err |= jobs[t].err;
@@ -1236,7 +1374,10 @@ out:
     Py_XDECREF(warnings);
     if (cur)
         for (Py_ssize_t i = 0; i < nstreams; i++)
+        {
             free(cur[i].own);
+            free(cur[i].pf_buf);
+        }
     free(cur);
     free(per_stream);
     if (slots)
