@@ -107,3 +107,39 @@ def test_residency_and_timeline_figures_export_byte_stably(found, tmp_path):
         figures.export_html(objs, tmp_path / run / "all.html", "t")
     for path in sorted((tmp_path / "a").iterdir()):
         assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
+
+
+PHONE = TRACE.parents[1] / "trappy" / "trace_surfaceflinger.html"
+
+
+def test_report_on_a_phone_systrace(tmp_path):
+    """A run holding an Android systrace (8 CPUs, cpufreq, cpuidle, wakeups): the
+    report gets wakeup metrics from it and draws every trace figure. The run has
+    no workload metrics of its own; the trace is linked, not copied."""
+    from lisa_ext.cli import main
+
+    root = tmp_path / "phone"
+    run = root / "runs" / "surfaceflinger" / "systrace" / "0"
+    run.mkdir(parents=True)
+    (run / "trace.html").symlink_to(PHONE)
+    (run / "result.json").write_text(
+        '{"campaign": "phone", "variant": "surfaceflinger", "workload": "systrace", '
+        '"iteration": 0, "status": "ok", "error": null, "metrics": []}')
+    assert main(["report", str(root)]) == 0
+    report = root / "report"
+    names = {p.name for p in (report / "figures").iterdir()}
+    for stem in ("systrace_wakeup_latency_cdf", "systrace_idle_residency",
+                 "systrace_frequency_residency", "systrace_surfaceflinger_timeline",
+                 "systrace_trace_wakeup_latency_mean"):
+        assert {f"{stem}.png", f"{stem}.svg"} <= names, stem
+    readme = (report / "README.md").read_text()
+    assert "idle_residency: skipped" not in readme
+    assert "frequency_residency: skipped" not in readme
+    assert "idle_miss: skipped, trace lacks cpu_idle_miss" in readme
+    html = (report / "figures.html").read_text()
+    assert "frequency (kHz)" in html and "idle state (-1 = running)" in html
+    # n = 1: shown, flagged, never starred
+    mmtests = (report / "comparison.mmtests.txt").read_text()
+    assert "Amean     trace wakeup latency mean" in mmtests
+    metrics = pd.read_csv(report / "metrics.csv")
+    assert set(metrics["metric"]) == {"trace wakeup latency mean", "trace wakeup latency p99"}

@@ -6,6 +6,8 @@ documents it)::
     <campaign>/campaign.yml
     <campaign>/runs/<variant>/<workload>/<iteration>/result.json [trace.dat]
 
+(a run may hold ``trace.html`` or ``trace.txt`` instead, as Android targets record)
+
 Failed runs are kept aside (they are listed in the report, their partial
 metrics are not used); hidden directories are runs still being written.
 """
@@ -22,9 +24,11 @@ import pandas as pd
 
 from lisa_ext.errors import SpecError, UserError
 
-__all__ = ["Run", "Campaign", "read_campaign", "metrics_frame"]
+__all__ = ["Run", "Campaign", "TRACE_FILES", "read_campaign", "metrics_frame"]
 
 _STATUSES = ("ok", "failed")
+#: trace file names a run directory may hold, in order of preference
+TRACE_FILES = ("trace.dat", "trace.html", "trace.txt")
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,12 @@ class Run:
 
     @property
     def trace(self) -> Path | None:
-        path = self.path / "trace.dat"
-        return path if path.is_file() else None
+        """``trace.dat``, or a text / systrace HTML trace (Android targets)."""
+        for name in TRACE_FILES:
+            path = self.path / name
+            if path.is_file():
+                return path
+        return None
 
     @property
     def label(self) -> str:

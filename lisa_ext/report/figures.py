@@ -144,11 +144,13 @@ def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.Dat
         for t in wakeups["time"]:
             line = hv.VLine(float(t)).opts(color="black", linestyle="dashed", backend="matplotlib")
             overlay = overlay * line.opts(color="black", line_dash="dashed", backend="bokeh")
-        layout.append(_both(overlay, ylabel=ylabel, xlabel="time from wakeup (ms)", title=title))
+        layout.append(_both(overlay, ylabel=ylabel, xlabel="time from wakeup (ms)", title=title,
+                            legend_position="right"))
         title = ""
     if not layout:
         return None
-    return hv.Layout(layout).cols(1).opts(sublabel_format="", backend="matplotlib")
+    return hv.Layout(layout).cols(1).opts(sublabel_format="", vspace=0.4, fig_size=160,
+                                          backend="matplotlib")
 
 
 # --- export ----------------------------------------------------------------
