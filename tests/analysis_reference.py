@@ -128,7 +128,11 @@ def idle_misses(events, states=None) -> dict:
                 per_cpu[cpu][kind] += 1
                 per_state[s][kind] += 1
         elif e.name == "cpu_idle_miss" and states is None:
-            kind = "too_shallow" if e.f["below"] not in ("0", "false") else "too_deep"
+            if "below" in e.f:  # raw (-R) output
+                below = e.f["below"] not in ("0", "false")
+            else:  # printed output: type=above|below
+                below = e.f["type"] == "below"
+            kind = "too_shallow" if below else "too_deep"
             per_cpu[int(e.f["cpu_id"])][kind] += 1
             per_state[int(e.f["state"])][kind] += 1
     return {"cpus": dict(per_cpu), "states": dict(per_state)}
@@ -333,3 +337,42 @@ def record_fio_trace() -> Path:
     if not trace.exists() or trace.stat().st_size == 0:
         raise RuntimeError(f"trace-cmd record wrote no trace: {' '.join(cmd)}")
     return trace
+
+
+def juno_text_with_idle_misses(path, out) -> dict:
+    """A text trace of the Juno trace's ``cpu_idle`` events with a
+    ``cpu_idle_miss`` line after each exit where the kernel would have emitted
+    one (event-mode input: no trace recorded here can contain the event, the
+    host has no cpuidle driver). Returns the counts written, as idle_misses()."""
+    out_lines = []
+    entered = {}
+    text = subprocess.run(["trace-cmd", "report", "-N", "-t", str(path)], capture_output=True, text=True).stdout
+    for line in text.splitlines():
+        if line.startswith("cpus="):
+            out_lines.append(line)
+            continue
+        m = _LINE.match(line)
+        if not m or m["event"] != "cpu_idle":
+            continue
+        out_lines.append(line)
+        f = dict(_FIELD.findall(m["fields"]))
+        cpu, state = int(f["cpu_id"]), int(f["state"])
+        ns = int(m["sec"]) * 10**9 + int(m["frac"].ljust(9, "0")[:9])
+        if state != IDLE_EXIT:
+            entered[cpu] = (state, ns)
+            continue
+        if cpu not in entered:
+            continue
+        s, start = entered.pop(cpu)
+        diff = ns - start
+        latency, target = JUNO_STATES[s]
+        kind = None
+        if diff < target and s > 0:
+            kind = "above"
+        elif diff >= target and diff > latency and s + 1 < len(JUNO_STATES) and diff - latency >= JUNO_STATES[s + 1][1]:
+            kind = "below"
+        if kind:
+            prefix = line[: line.index("cpu_idle:")]
+            out_lines.append(f"{prefix}cpu_idle_miss:        cpu_id={cpu} state={s} type={kind}")
+    Path(out).write_text("\n".join(out_lines) + "\n")
+    return idle_misses(parse_report(out_lines))

@@ -68,3 +68,30 @@ def test_yaml_errors_name_file_and_key(tmp_path):
     bad.write_text("clusters: [[0, 1], 2]\n")
     with pytest.raises(SpecError, match="clusters"):
         load_platform_yaml(bad)
+
+
+@pytest.fixture(scope="module")
+def juno_with_misses(tmp_path_factory):
+    require_shared(JUNO)
+    out = tmp_path_factory.mktemp("idle") / "juno_idle_misses.txt"
+    return out, ref.juno_text_with_idle_misses(JUNO, out)
+
+
+def test_event_mode_and_agreement_on_text_trace(juno_with_misses, expected):
+    """Event mode on cpu_idle_miss lines placed by the kernel rule (see
+    analysis_reference.juno_text_with_idle_misses): counts match the lines, and
+    the derived mode agrees with them on every idle period."""
+    from analysis_loaders import fast_trace
+
+    path, counted = juno_with_misses
+    assert sum(w["too_deep"] + w["too_shallow"] for w in counted["cpus"].values()) > 0
+    trace = fast_trace(str(path))
+    ana = trace.ana.idle_miss
+    assert ana.resolve_mode() == "event"
+    got = ana.df_idle_miss_counts()
+    for cpu, w in counted["cpus"].items():
+        assert (got.loc[cpu, "too_deep"], got.loc[cpu, "too_shallow"]) == (w["too_deep"], w["too_shallow"])
+        assert got.loc[cpu, "wakeups"] == expected["cpus"][cpu]["wakeups"]
+    agreement = ana.df_idle_miss_agreement(load_platform_yaml(JUNO_YAML))
+    assert (agreement["agree_frac"] == 1.0).all()
+    assert (agreement["event_too_deep"] == agreement["derived_too_deep"]).all()

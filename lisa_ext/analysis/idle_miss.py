@@ -102,7 +102,10 @@ class IdleMissAnalysis(TraceAnalysisBase):
           (``type=below``)
         """
         df = self.trace.df_event("cpu_idle_miss")
-        below = df["below"].astype(int).to_numpy() != 0
+        if "below" in df.columns:
+            below = df["below"].astype(int).to_numpy() != 0
+        else:  # text traces only carry the printed type=above|below
+            below = df["type"].astype(str).to_numpy() == "below"
         return pd.DataFrame(
             {
                 "cpu": int_column(df, "cpu_id"),
