@@ -1,15 +1,14 @@
 """``lisa-ext report`` on the sample campaign the campaign engine committed.
 
 data/samples/wq-affinity: real fio and rt-app runs, workqueue affinity scope
-``cache`` vs ``system``, iteration 0 of fio traced. The report is written to a
-copy (data/samples stays untouched); expected figures come from reading the
-result.json files here with the json module.
+``cache`` vs ``system``, iteration 0 of fio traced. The report goes to a
+temporary directory (``--out``), the sample is only read; expected figures come
+from reading the result.json files here with the json module.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 from pathlib import Path
 
@@ -25,10 +24,12 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity
 def report(tmp_path_factory) -> Path:
     if not SAMPLE.is_dir():
         pytest.skip("data/samples/wq-affinity is not in this checkout")
-    root = tmp_path_factory.mktemp("sample") / "wq-affinity"
-    shutil.copytree(SAMPLE, root, ignore=shutil.ignore_patterns("report"))
-    assert main(["report", str(root), "--baseline", "system", "--no-html"]) == 0
-    return root / "report"
+    out = tmp_path_factory.mktemp("sample") / "report"
+    before = sorted(p for p in SAMPLE.rglob("*"))
+    assert main(["report", str(SAMPLE), "--baseline", "system", "--no-html", "--out", str(out)]) == 0
+    # the committed sample is only read
+    assert sorted(p for p in SAMPLE.rglob("*")) == before
+    return out
 
 
 def _results() -> list[dict]:

@@ -54,6 +54,8 @@ class ReportOptions:
     alpha: float = 0.05
     traces: bool = True
     html: bool = True
+    #: where to write; default ``<campaign>/report``
+    out: str | os.PathLike | None = None
 
 
 @dataclass
@@ -249,7 +251,7 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
 
 
 def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = None) -> Path:
-    """Write ``campaign_dir/report/`` and return its path."""
+    """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
     opts = opts or ReportOptions()
     campaign = read_campaign(campaign_dir)
     trace = _collect_traces(campaign) if opts.traces else _TraceData([], {}, {})
@@ -262,10 +264,14 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
     cmp = compare(metrics, baseline, test=opts.test, mean=opts.mean, alpha=opts.alpha,
                   variants=present)
 
-    final = campaign.root / "report"
-    tmp = campaign.root / f".report.tmp-{os.getpid()}"
+    final = Path(opts.out) if opts.out else campaign.root / "report"
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "figures").mkdir(parents=True)
+    try:
+        (tmp / "figures").mkdir(parents=True)
+    except OSError as exc:
+        raise UserError(f"{final}: cannot write the report there ({exc.strerror}); "
+                        f"choose another place with --out") from None
     try:
         metrics.to_csv(tmp / "metrics.csv", index=False, float_format="%.12g",
                        lineterminator="\n")
@@ -280,7 +286,7 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
         (tmp / "README.md").write_text(
             _readme(campaign, opts, baseline, cmp, trace, [n for n, _ in found]), encoding="utf-8")
         if final.exists():
-            old = campaign.root / f".report.old-{os.getpid()}"
+            old = final.parent / f".{final.name}.old-{os.getpid()}"
             final.rename(old)
             tmp.rename(final)
             shutil.rmtree(old)

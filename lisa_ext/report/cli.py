@@ -26,6 +26,8 @@ def register(subparsers) -> None:
                    help="ignore trace.dat files (faster)")
     p.add_argument("--no-html", dest="html", action="store_false",
                    help="skip the interactive figures.html")
+    p.add_argument("--out", metavar="DIR",
+                   help="write the report here instead of CAMPAIGN_DIR/report (replaced whole)")
     p.set_defaults(func=run)
 
 
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from lisa_ext.report.build import ReportOptions, build_report
 
     opts = ReportOptions(baseline=args.baseline, test=args.test, mean=args.mean,
-                         alpha=args.alpha, traces=args.traces, html=args.html)
+                         alpha=args.alpha, traces=args.traces, html=args.html, out=args.out)
     out = build_report(args.campaign_dir, opts)
     print(f"report written to {out}/ (README.md, comparison.*, figures/)")
     return 0
