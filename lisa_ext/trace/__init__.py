@@ -103,18 +103,23 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, **kwargs: Any) ->
     :param path: any file :func:`read_trace` reads.
     :param cache: use the parquet cache (see :func:`read_trace`).
     :param kwargs: forwarded to :class:`lisa.trace.Trace` (``events``,
-        ``normalize_time``, ``plat_info``, ...). LISA's own on-disk swap is off
+        ``normalize_time``, ``plat_info``, ...).
+    :raises UserError: if the file cannot be read as a trace at all; damage
+        that leaves part of it readable is a
+        :class:`~lisa_ext.trace.lisa_parser.TraceDamageWarning` instead. LISA's own on-disk swap is off
         unless ``enable_swap=True`` is passed: our cache plays that role and
         LISA would otherwise write a hidden directory next to the trace.
     """
     import functools
 
     from lisa_ext.compat import import_lisa
-    from lisa_ext.trace.lisa_parser import LisaExtTraceParser
+    from lisa_ext.trace.lisa_parser import LisaExtTraceParser, _prepare
 
     lisa_trace = import_lisa("lisa.trace")
     path = os.fspath(path)
-    detect_format(path)  # a clear error before LISA wraps it
+    # read (or fetch from the cache) now, so that errors and damage warnings
+    # come from this call rather than from a later df_event() inside LISA
+    _prepare(path, cache)
     kwargs.setdefault("enable_swap", False)
     parser = LisaExtTraceParser if cache else functools.partial(LisaExtTraceParser, cache=False)
     return lisa_trace.Trace(path, parser=parser, **kwargs)

@@ -129,7 +129,7 @@ class TraceCacheEntry:
         lines = {}
         try:
             for event in wanted:
-                table = pq.read_table(directory / "events" / files[event], memory_map=True)
+                table = _read_parquet(directory / "events" / files[event])
                 if _LINE_COLUMN in table.column_names:
                     lines[event] = table.column(_LINE_COLUMN).to_numpy()
                     table = table.drop_columns([_LINE_COLUMN])
@@ -174,6 +174,21 @@ class TraceCacheEntry:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         tables.meta["cache"] = {"hit": False, "key": self.key, "directory": str(final)}
+
+
+def _read_parquet(path: Path):
+    """Read one stored table, with its original schema.
+
+    Strings are read as the dictionaries parquet stores them and then expanded:
+    about twice cheaper in CPU than letting parquet expand them page by page.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    strings = [f.name for f in schema if pa.types.is_string(f.type)]
+    table = pq.read_table(path, memory_map=True, read_dictionary=strings or None)
+    return table.cast(schema) if strings else table
 
 
 def _json_default(value):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +49,11 @@ from lisa_ext.compat import import_lisa
 _lisa_trace = import_lisa("lisa.trace")
 _datautils = import_lisa("lisa.datautils")
 
-__all__ = ["LisaExtTraceParser", "lisa_times"]
+__all__ = ["LisaExtTraceParser", "TraceDamageWarning", "lisa_times"]
+
+
+class TraceDamageWarning(UserWarning):
+    """The trace was read up to damage (see ``TraceTables.meta["warnings"]``)."""
 
 _TEXT_EVENTS = {"print": "buf", "bprint": "buf", "bputs": "str"}
 _EXACT_FLOAT_NS = 2**53  # below this, ns / 1e9 is the correctly rounded decimal
@@ -147,6 +152,7 @@ def _print_from_trace_marker(tables: dict) -> dict:
 
 
 _PREPARED: dict[tuple, _Prepared] = {}
+_KEEP_PREPARED = 2
 
 
 def _prepare(path: str, cache: bool) -> _Prepared:
@@ -157,13 +163,24 @@ def _prepare(path: str, cache: bool) -> _Prepared:
     prepared = _PREPARED.get(key)
     if prepared is None:
         tt = read_trace(path, cache=cache)
+        problems = tt.meta.get("warnings") or []
+        if problems:
+            # the frames hold everything before the damage; say so once per load
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            first = problems[0] if path in problems[0] else f"{path}: {problems[0]}"
+            warnings.warn(f"trace partly unreadable: {first}{more}", TraceDamageWarning, stacklevel=2)
         fmt = tt.meta.get("format", "tracedat")
         prepared = _Prepared(path, dict(tt.tables), tt.meta, _lisa_field_dtypes(fmt))
         if fmt != "tracedat" and "tracing_mark_write" in tt.tables and "print" not in tt.tables:
             prepared.tables["print"] = _print_from_trace_marker(tt.tables)
             prepared.aliases["print"] = "tracing_mark_write"
-        _PREPARED.clear()  # keep one trace: frames of big traces are large
-        _PREPARED[key] = prepared
+        # keep the two most recent traces (e.g. baseline and patched kernel):
+        # tables and frames of big traces are large
+        while len(_PREPARED) >= _KEEP_PREPARED:
+            del _PREPARED[next(iter(_PREPARED))]
+    else:
+        del _PREPARED[key]  # re-inserted below as the most recent
+    _PREPARED[key] = prepared
     return prepared
 
 
