@@ -52,7 +52,13 @@ def _check(path: Path, instances: list[str] = ()):
     assert tables.meta["first_timestamp_ns"] == min(all_ts)
     assert tables.meta["last_timestamp_ns"] == max(all_ts)
     for name, table in tables.tables.items():
+        assert [str(f.type) for f in table.schema][:4] == ["int64", "int32", "int32", "string"], name
         assert table.column_names[:4] == ["__timestamp", "__cpu", "__pid", "__comm"], name
+    expected_markers = {"print": [("ip", "uint64"), ("buf", "string")],
+                        "bprint": [("ip", "uint64"), ("fmt", "string"), ("buf", "string")]}
+    for name, fields in expected_markers.items():
+        if name in tables:
+            assert [(f.name, str(f.type)) for f in tables[name].schema][4:] == fields, name
     return tables
 
 
@@ -87,7 +93,7 @@ def recorded_trace(tmp_path_factory):
         subprocess.run(
             ["trace-cmd", "record", "--no-filter", "-d", "-B", instance,
              "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "-e", "sched:sched_waking",
-             "-e", "sched:sched_process_exec", "-e", "irq", "-e", "power:cpu_idle",
+             "-e", "sched:sched_process_exec", "-e", "irq",
              "-o", str(dat), "--", "sh", "-c", script],
             capture_output=True, timeout=120, check=False,
         )

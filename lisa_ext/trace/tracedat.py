@@ -660,6 +660,11 @@ def _is_bprint(fmt: EventFormat) -> bool:
     return fmt.system == "ftrace" and fmt.name == "bprint"
 
 
+def _is_marker(fmt: EventFormat) -> bool:
+    """ftrace print / bprint: their ``ip`` column is uint64 whatever the kernel's long size."""
+    return fmt.system == "ftrace" and fmt.name in ("print", "bprint") and fmt.field("ip") is not None
+
+
 # --------------------------------------------------------------------------
 # Decoding
 
@@ -919,6 +924,8 @@ class TraceDatReader:
                     + [(c.name, c.arrow_type) for c in cols]
                 )
                 table = schema.empty_table()
+                if _is_marker(fmt) and table.schema.field("ip").type != pa.uint64():
+                    table = table.set_column(table.schema.get_field_index("ip"), "ip", pa.array([], pa.uint64()))
                 if _is_bprint(fmt):
                     table = table.set_column(table.schema.get_field_index("fmt"), "fmt", pa.array([], pa.string()))
                     table = table.set_column(table.schema.get_field_index("buf"), "buf", pa.array([], pa.string()))
@@ -935,6 +942,10 @@ class TraceDatReader:
                 arrays.append(_arrow_column(col, rows, bufs))
                 names.append(col.name)
             table = pa.Table.from_arrays(arrays, names=names)
+            if _is_marker(fmt) and table.schema.field("ip").type != pa.uint64():
+                # the contract fixes ip as uint64, also for 32-bit kernels
+                table = table.set_column(table.schema.get_field_index("ip"), "ip",
+                                         table.column("ip").cast(pa.uint64()))
             if _is_bprint(fmt):
                 formatter = formatter or BprintFormatter(info.printk, lambda: info.kallsyms, info.long_size)
                 table = formatter.format_table(table)
