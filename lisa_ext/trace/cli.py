@@ -12,7 +12,6 @@ text and systrace files through :func:`lisa_ext.trace.read_trace`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
