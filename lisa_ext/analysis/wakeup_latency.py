@@ -210,6 +210,6 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         """Histogram of the wakeup latencies of the selected tasks."""
         lat = self.df_wakeup_latencies(pid=pid, comm=comm)["latency"].to_numpy()
         counts, edges = np.histogram(lat, bins=bins)
-        return hv.Histogram((edges, counts), "latency (s)", "wakeups").options(
+        return hv.Histogram((edges, counts), kdims=["latency (s)"], vdims=["wakeups"]).options(
             title="Wakeup latency histogram"
         )

@@ -168,5 +168,5 @@ class WqPlacementAnalysis(TraceAnalysisBase):
         matrix = self.df_placement_matrix(function=function, workqueue=workqueue)
         tidy = matrix.stack().rename("items").reset_index()
         return hv.HeatMap(tidy, kdims=["queue_cpu", "exec_cpu"], vdims=["items"]).options(
-            title="Work items: queueing CPU × executing CPU", colorbar=True, tools=["hover"]
+            title="Work items: queueing CPU × executing CPU", colorbar=True
         )
