@@ -64,7 +64,7 @@ _HEADER = re.compile(
 )
 _FIELD_NAME = re.compile(r"(?:^|(?<=\s))([A-Za-z_]\w*)=")
 _INT = re.compile(r"^-?\d+$")
-_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
+_HEX = re.compile(r"^0x[0-9a-fA-F]{1,16}$")
 _CPUS_LINE = re.compile(r"^cpus=(\d+)\s*$")
 _TRACEFS_CPUS = re.compile(r"#P:(\d+)")
 _PREAMBLE = re.compile(r"^(version = \d+|CPU \d+ is empty|cpus=\d+|#.*|\s*)$")
