@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -87,7 +86,7 @@ def test_wrong_type(tmp_path):
 
 
 def test_missing_target_file(tmp_path):
-    msg = bad(tmp_path, f"target: @TARGET@", "target: nowhere/local.yml")
+    msg = bad(tmp_path, "target: @TARGET@", "target: nowhere/local.yml")
     assert ": target: target config" in msg and "nowhere/local.yml not found" in msg
 
 
