@@ -223,3 +223,17 @@ def test_bad_store_files_name_file_and_field(tmp_path):
         read_campaign(root)
     with pytest.raises(UserError, match="not a campaign directory"):
         read_campaign(tmp_path)
+
+
+def test_damaged_trace_is_noted_not_fatal(tmp_path):
+    root = tmp_path / "c"
+    for i, v in enumerate([1.0, 1.1, 0.9]):  # store-reading check, values are not measurements
+        _write_run(root, "a", i, _ok("a", i, v))
+    whole = (Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "local" /
+             "fio_randread_2cpu_v7.dat").read_bytes()
+    (root / "runs" / "a" / "w" / "0" / "trace.dat").write_bytes(whole[: len(whole) // 3])
+    files = _report(root, "--no-html")
+    readme = files["README.md"].decode()
+    assert "## Trace notes" in readme
+    assert "trace warning:" in readme or "trace not read:" in readme
+    assert "`a/w/0`" in readme

@@ -72,17 +72,22 @@ def _collect_traces(campaign: Campaign) -> _TraceData:
     for run in campaign.ok_runs:
         if run.trace is None:
             continue
-        with warnings.catch_warnings():
-            # LISA 3.1 on pandas 2.3 warns about its own deprecated calls at length
-            warnings.simplefilter("ignore", FutureWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             try:
                 trace = load_trace(run.trace)
                 findings, notes = collect(trace)
             except Exception as exc:
-                data.notes[f"trace not read: {type(exc).__name__}: {exc}"].append(run.label)
-                continue
+                findings, notes = None, [f"trace not read: {type(exc).__name__}: {exc}"]
+        # a damaged trace is worth a line in the report; LISA 3.1's pandas
+        # deprecation chatter is not
+        notes += [f"trace warning: {w.message}" for w in caught
+                  if issubclass(w.category, UserWarning) and "Damage" in w.category.__name__]
         for note in notes:
-            data.notes[note].append(run.label)
+            # paths relative to the campaign, so a moved campaign reports the same
+            data.notes[note.replace(f"{campaign.root}{os.sep}", "")].append(run.label)
+        if findings is None:
+            continue
         for name, value, unit, lib in findings.metrics:
             data.rows.append(dict(campaign=campaign.name, variant=run.variant,
                                   workload=run.workload, metric=f"trace {name}", unit=unit,
@@ -231,7 +236,7 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
             w(f"- `{run.label}`: {(run.error or 'no error text').splitlines()[0]}\n")
         w("\n")
     if trace.notes:
-        w("## Trace analyses not applied\n\n")
+        w("## Trace notes (analyses not applied, damaged traces)\n\n")
         for note, runs in sorted(trace.notes.items()):
             w(f"- {note} ({len(runs)} run{'s' if len(runs) != 1 else ''}: "
               f"{', '.join(f'`{r}`' for r in runs[:3])}{', ...' if len(runs) > 3 else ''})\n")
