@@ -1,14 +1,16 @@
 """Parquet cache of converted traces, keyed by the content of the trace file.
 
 A trace is converted once; later loads read one parquet file per event
-(memory-mapped) instead of decoding the trace again. The key is the SHA-256 of
+(memory-mapped) instead of decoding the trace again, and only the events (and
+columns) they need: :mod:`lisa_ext.trace.lisa_parser` reads the timestamps of
+every event but the fields of the requested ones only. The key is the SHA-256 of
 the file's bytes plus :data:`CACHE_FORMAT` (bumped whenever a reader's output
 changes), so a file modified in place, or another file at the same path, is
 never served stale, and copies of one trace share an entry.
 
 Layout, under ``$LISA_EXT_CACHE`` or ``~/.cache/lisa-ext/traces``::
 
-    <key[:2]>/<key>/meta.json          TraceTables.meta and the event -> file map
+    <key[:2]>/<key>/meta.json          TraceTables.meta, event -> file and event -> rows
     <key[:2]>/<key>/events/<n>.parquet one table per event (+ ``__line`` for text)
 
 Entries are written to a temporary directory renamed into place, so a crash or
@@ -34,10 +36,10 @@ from lisa_ext.errors import UserError
 if TYPE_CHECKING:
     from lisa_ext.trace.tables import TraceTables
 
-__all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "clear"]
+__all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "CacheEntryDamaged", "clear"]
 
 #: Version of what is stored; part of every key.
-CACHE_FORMAT = "lisa-ext-traces-1"
+CACHE_FORMAT = "lisa-ext-traces-2"
 _LINE_COLUMN = "__line"
 
 
@@ -59,6 +61,10 @@ def content_key(path: str | os.PathLike) -> str:
 def clear() -> None:
     """Remove every cached trace."""
     shutil.rmtree(cache_dir(), ignore_errors=True)
+
+
+class CacheEntryDamaged(UserError):
+    """A cached table could not be read back (the entry has been removed)."""
 
 
 @dataclass
@@ -100,24 +106,51 @@ class TraceCacheEntry:
             )
         return TraceTables({e: tables.tables[e] for e in events}, dict(tables.meta))
 
-    def load(self, events: Iterable[str] | None = None) -> "TraceTables | None":
-        """The cached tables, or ``None`` on a miss (or an unreadable entry)."""
-        import pyarrow.parquet as pq
+    def index(self) -> dict | None:
+        """The entry's ``meta.json`` (``files``, ``rows`` per event, ``meta``), ``None`` on a miss.
 
-        from lisa_ext.trace.tables import TraceTables
-
-        directory = self.directory
+        A damaged entry is discarded and counts as a miss.
+        """
         try:
-            with open(directory / "meta.json", encoding="utf-8") as f:
+            with open(self.directory / "meta.json", encoding="utf-8") as f:
                 stored = json.load(f)
-            files: dict[str, str] = stored["files"]
-            meta = stored["meta"]
+            if not all(isinstance(stored[k], dict) for k in ("files", "rows", "meta")):
+                raise TypeError("bad meta.json")
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError):
             self._discard()
             return None
-        meta["source"] = self.source
+        stored["meta"]["source"] = self.source
+        stored["meta"]["cache"] = {"hit": True, "key": self.key, "directory": str(self.directory)}
+        return stored
+
+    def read_event(self, index: dict, event: str, columns: list[str] | None = None):
+        """One stored event: ``(table, record line numbers or None)``.
+
+        :param columns: read only these columns (the line numbers come along).
+        :raises CacheEntryDamaged: the file is unreadable; the entry is discarded.
+        """
+        path = self.directory / "events" / index["files"][event]
+        try:
+            table = _read_parquet(path, columns)
+        except (OSError, ValueError) as exc:  # pyarrow's errors on a damaged file are ValueErrors
+            self._discard()
+            raise CacheEntryDamaged(f"{self.source}: cached copy {path} is damaged ({exc}); load the trace again") from exc
+        lines = None
+        if _LINE_COLUMN in table.column_names:
+            lines = table.column(_LINE_COLUMN).to_numpy()
+            table = table.drop_columns([_LINE_COLUMN])
+        return table, lines
+
+    def load(self, events: Iterable[str] | None = None) -> "TraceTables | None":
+        """The cached tables, or ``None`` on a miss (or a damaged entry)."""
+        from lisa_ext.trace.tables import TraceTables
+
+        index = self.index()
+        if index is None:
+            return None
+        files, meta = index["files"], index["meta"]
         wanted = list(files) if events is None else list(dict.fromkeys(events))
         missing = [e for e in wanted if e not in files]
         if missing:
@@ -129,17 +162,13 @@ class TraceCacheEntry:
         lines = {}
         try:
             for event in wanted:
-                table = _read_parquet(directory / "events" / files[event])
-                if _LINE_COLUMN in table.column_names:
-                    lines[event] = table.column(_LINE_COLUMN).to_numpy()
-                    table = table.drop_columns([_LINE_COLUMN])
-                tables[event] = table
-        except (OSError, ValueError):  # pyarrow's errors on a damaged file are ValueErrors
-            self._discard()
+                tables[event], event_lines = self.read_event(index, event)
+                if event_lines is not None:
+                    lines[event] = event_lines
+        except CacheEntryDamaged:
             return None
         if lines:
             meta["record_lines"] = lines
-        meta["cache"] = {"hit": True, "key": self.key, "directory": str(directory)}
         return TraceTables(tables, meta)
 
     def _discard(self) -> None:
@@ -164,8 +193,9 @@ class TraceCacheEntry:
                 files[event] = f"{n}.parquet"
                 pq.write_table(table, tmp / "events" / files[event], compression="zstd")
             meta = {k: v for k, v in tables.meta.items() if k not in ("record_lines", "cache")}
+            rows = {event: table.num_rows for event, table in tables.tables.items()}
             with open(tmp / "meta.json", "w", encoding="utf-8") as f:
-                json.dump({"files": files, "meta": meta}, f, default=_json_default)
+                json.dump({"files": files, "rows": rows, "meta": meta}, f, default=_json_default)
             try:
                 os.rename(tmp, final)
             except OSError:
@@ -176,7 +206,7 @@ class TraceCacheEntry:
         tables.meta["cache"] = {"hit": False, "key": self.key, "directory": str(final)}
 
 
-def _read_parquet(path: Path):
+def _read_parquet(path: Path, columns: list[str] | None = None):
     """Read one stored table, with its original schema.
 
     Strings are read as the dictionaries parquet stores them and then expanded:
@@ -186,8 +216,11 @@ def _read_parquet(path: Path):
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(path)
+    if columns is not None:
+        keep = set(columns) | {_LINE_COLUMN}
+        schema = pa.schema([f for f in schema if f.name in keep])
     strings = [f.name for f in schema if pa.types.is_string(f.type)]
-    table = pq.read_table(path, memory_map=True, read_dictionary=strings or None)
+    table = pq.read_table(path, columns=schema.names, memory_map=True, read_dictionary=strings or None)
     return table.cast(schema) if strings else table
 
 

@@ -115,21 +115,46 @@ def _lisa_field_dtypes(fmt: str) -> dict[str, dict[str, Any]]:
 
 @dataclass
 class _Prepared:
-    """One loaded trace, shared by the parser instances LISA creates for it."""
+    """One loaded trace, shared by the parser instances LISA creates for it.
+
+    Tables come either all in memory (just converted) or one by one from the
+    cache entry, when LISA first asks for the event.
+    """
 
     path: str
-    tables: dict
     meta: dict
+    rows: dict[str, int]  # rows per event held
     field_dtypes: dict[str, dict[str, Any]]
+    loaded: dict = field(default_factory=dict)  # event -> pyarrow.Table
+    entry: Any = None  # TraceCacheEntry the tables not loaded yet come from
+    index: dict | None = None
     times: dict[str, np.ndarray] | None = None
     symbols: tuple[list[int], list[str]] | None = None
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # event shown -> event read
 
+    def table(self, event: str):
+        table = self.loaded.get(event)
+        if table is None and event in self.rows:
+            if event in self.aliases:
+                table = _print_from_trace_marker(self.table(self.aliases[event]))
+            else:
+                table, _ = self.entry.read_event(self.index, event)
+            self.loaded[event] = table
+        return table
+
     def lisa_times(self) -> dict[str, np.ndarray]:
         if self.times is None:
-            real = {e: t for e, t in self.tables.items() if e not in self.aliases}
-            times = lisa_times(real, self.meta)
+            real = [e for e, n in self.rows.items() if n and e not in self.aliases]
+            if self.entry is None:
+                times = lisa_times({e: self.loaded[e] for e in real}, self.meta)
+            else:  # only the columns that order the records
+                tables, lines = {}, {}
+                for event in real:
+                    tables[event], event_lines = self.entry.read_event(self.index, event, ["__timestamp", "__cpu"])
+                    if event_lines is not None:
+                        lines[event] = event_lines
+                times = lisa_times(tables, {"record_lines": lines})
             for alias, event in self.aliases.items():
                 if event in times:
                     times[alias] = times[event]
@@ -137,7 +162,7 @@ class _Prepared:
         return self.times
 
 
-def _print_from_trace_marker(tables: dict) -> dict:
+def _print_from_trace_marker(marks):
     """tracefs and atrace text show ``print`` events as ``tracing_mark_write: text``.
 
     LISA's ``userspace@`` meta events (rt-app markers, ...) are read from
@@ -146,7 +171,6 @@ def _print_from_trace_marker(tables: dict) -> dict:
     """
     import pyarrow as pa
 
-    marks = tables["tracing_mark_write"]
     ip = pa.array(["tracing_mark_write"] * marks.num_rows, pa.string())
     return marks.add_column(marks.column_names.index("buf"), "ip", ip)
 
@@ -155,25 +179,41 @@ _PREPARED: dict[tuple, _Prepared] = {}
 _KEEP_PREPARED = 2
 
 
-def _prepare(path: str, cache: bool) -> _Prepared:
-    from lisa_ext.trace import read_trace
+def _load(path: str, cache: bool) -> _Prepared:
+    from lisa_ext.trace import _read_uncached, detect_format, read_trace
+    from lisa_ext.trace.cache import TraceCacheEntry
 
+    if not cache:
+        tt = read_trace(path, cache=False)
+    else:
+        entry = TraceCacheEntry.for_file(path)
+        index = entry.index()
+        if index is not None:
+            meta = index["meta"]
+            return _Prepared(path, meta, dict(index["rows"]), _lisa_field_dtypes(meta.get("format")),
+                             entry=entry, index=index)
+        tt = _read_uncached(path, detect_format(path), None)
+        entry.store(tt)
+    rows = {event: table.num_rows for event, table in tt.tables.items()}
+    return _Prepared(path, tt.meta, rows, _lisa_field_dtypes(tt.meta.get("format")), loaded=dict(tt.tables))
+
+
+def _prepare(path: str, cache: bool) -> _Prepared:
     st = os.stat(path)
-    key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, cache)
     prepared = _PREPARED.get(key)
     if prepared is None:
-        tt = read_trace(path, cache=cache)
-        problems = tt.meta.get("warnings") or []
+        prepared = _load(path, cache)
+        problems = prepared.meta.get("warnings") or []
         if problems:
-            # the frames hold everything before the damage; say so once per load
+            # the frames hold everything before the damage; say so on each load
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             first = problems[0] if path in problems[0] else f"{path}: {problems[0]}"
-            warnings.warn(f"trace partly unreadable: {first}{more}", TraceDamageWarning, stacklevel=2)
-        fmt = tt.meta.get("format", "tracedat")
-        prepared = _Prepared(path, dict(tt.tables), tt.meta, _lisa_field_dtypes(fmt))
-        if fmt != "tracedat" and "tracing_mark_write" in tt.tables and "print" not in tt.tables:
-            prepared.tables["print"] = _print_from_trace_marker(tt.tables)
+            warnings.warn(f"trace partly unreadable: {first}{more}", TraceDamageWarning, stacklevel=3)
+        if prepared.meta.get("format") != "tracedat" and "tracing_mark_write" in prepared.rows \
+                and "print" not in prepared.rows:
             prepared.aliases["print"] = "tracing_mark_write"
+            prepared.rows["print"] = prepared.rows["tracing_mark_write"]
         # keep the two most recent traces (e.g. baseline and patched kernel):
         # tables and frames of big traces are large
         while len(_PREPARED) >= _KEEP_PREPARED:
@@ -230,7 +270,7 @@ def _as_bytes(series: pd.Series) -> pd.Series:
 
 
 def _frame(prepared: _Prepared, event: str) -> pd.DataFrame:
-    table = prepared.tables[event]
+    table = prepared.table(event)
     df = table.to_pandas(types_mapper={}.get)
     df.index = pd.Index(prepared.lisa_times()[event], name="__timestamp")
     df = df.drop(columns="__timestamp")
@@ -291,9 +331,7 @@ class LisaExtTraceParser(_lisa_trace.TraceParserBase):
 
     @property
     def _available(self) -> set[str]:
-        counts = self._prepared.meta.get("event_counts") or {}
-        have = {e for e, t in self._prepared.tables.items() if t.num_rows}
-        return have | {e for e, n in counts.items() if n and e in self._prepared.tables}
+        return {e for e, n in self._prepared.rows.items() if n}
 
     def get_metadata(self, key):
         prepared = self._prepared
@@ -315,8 +353,7 @@ class LisaExtTraceParser(_lisa_trace.TraceParserBase):
 
     def parse_event(self, event):
         prepared = self._prepared
-        table = prepared.tables.get(event)
-        if table is None or not table.num_rows:
+        if not prepared.rows.get(event):
             raise _lisa_trace.MissingTraceEventError([event], available_events=self._available)
         frame = prepared.frames.get(event)
         if frame is None:
