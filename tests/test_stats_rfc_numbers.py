@@ -218,3 +218,18 @@ def test_too_few_iterations_are_flagged_not_starred():
     assert not cmp["significant"].any()
     # the p-value is still reported: teo+boost vs menu+boost is far below 0.05
     assert cmp.loc["teo+boost", "p_value"] < 0.05
+
+
+def test_auto_mean_falls_back_to_amean_when_hmean_is_undefined():
+    # rt-app slack can go negative when a deadline is missed: no harmonic mean then
+    rows = [dict(campaign="c", variant=v, workload="rtapp", metric="slack", unit="us",
+                 lower_is_better=False, iteration=i, value=x)
+            for v, values in {"a": [120.0, -30.0, 80.0], "b": [150.0, 90.0, 110.0]}.items()
+            for i, x in enumerate(values)]
+    cmp = stats.compare(stats.validate_metrics(pd.DataFrame(rows)), "a").set_index("variant")
+    assert set(cmp["mean_kind"]) == {"amean"}
+    assert cmp.loc["a", "mean"] == pytest.approx(statistics.fmean([120.0, -30.0, 80.0]))
+    assert cmp.loc["b", "pct_change"] == pytest.approx((350 / 3) / (170 / 3) * 100 - 100)
+    # an explicit choice is kept, and is undefined here
+    forced = stats.compare(stats.validate_metrics(pd.DataFrame(rows)), "a", mean="hmean")
+    assert math.isnan(forced.set_index("variant").loc["a", "mean"])

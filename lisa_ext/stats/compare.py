@@ -57,9 +57,11 @@ def pct_change_better(new: float, base: float, lower_is_better: bool) -> float:
     return -raw if lower_is_better and raw != 0 else raw
 
 
-def resolve_mean(mean: str, lower_is_better: bool) -> str:
+def resolve_mean(mean: str, lower_is_better: bool, all_positive: bool = True) -> str:
+    """``auto``: hmean for higher-is-better metrics, amean otherwise, and amean
+    too when some value is zero or negative (an hmean is then undefined)."""
     if mean == "auto":
-        return default_mean(lower_is_better)
+        return default_mean(lower_is_better) if all_positive else "amean"
     if mean not in MEAN_KINDS:
         raise UserError(f"unknown mean {mean!r}; expected auto or one of {', '.join(MEAN_KINDS)}")
     return mean
@@ -87,12 +89,13 @@ def _variant_order(present: Sequence[str], baseline: str,
 
 
 def _rows(groups: dict, order: list[str], baseline: str, mean: str, test: str,
-          alpha: float) -> pd.DataFrame:
-    """``groups``: (workload, metric, unit, lib) -> {variant: (stats dict, Sample)}."""
+          alpha: float, kinds: dict | None = None) -> pd.DataFrame:
+    """``groups``: (workload, metric, unit, lib) -> {variant: (stats dict, Sample)};
+    ``kinds``: the mean kind per group when not simply resolved from ``mean``."""
     rows = []
     for key, by_variant in groups.items():
         lower_is_better = bool(key[3])
-        kind = resolve_mean(mean, lower_is_better)
+        kind = (kinds or {}).get(key) or resolve_mean(mean, lower_is_better)
         base = by_variant.get(baseline)
         for variant in order:
             if variant not in by_variant:
@@ -140,17 +143,20 @@ def compare(metrics: pd.DataFrame, baseline: str, *, test: str = DEFAULT_TEST,
     _check_args(test, alpha)
     present = list(dict.fromkeys(metrics["variant"]))
     order = _variant_order(present, baseline, variants)
+    positive = metrics.groupby(GROUP_COLUMNS, sort=False, dropna=False)["value"].agg(
+        lambda v: bool((v.dropna() > 0).all()))
     groups: dict = {}
     for key, group in metrics.groupby(GROUP_COLUMNS + ["variant"], sort=False, dropna=False):
         *gkey, variant = key
         values = group["value"].dropna().to_numpy(dtype=float)
-        kind = resolve_mean(mean, bool(gkey[3]))
+        kind = resolve_mean(mean, bool(gkey[3]), positive[tuple(gkey)])
         stats = describe(values, confidence)
         stats["ci_low"], stats["ci_high"] = mean_ci(values, kind, confidence)
         sample = Sample(mean=mean_of(values, kind), stddev=stats["stddev"], n=stats["n"],
                         values=tuple(values), amean=stats["amean"])
         groups.setdefault(tuple(gkey), {})[variant] = (stats, sample)
-    return _rows(groups, order, baseline, mean, test, alpha)
+    return _rows(groups, order, baseline, mean, test, alpha,
+                 kinds={k: resolve_mean(mean, bool(k[3]), v) for k, v in positive.items()})
 
 
 def compare_summaries(summary: pd.DataFrame, baseline: str, *, test: str = DEFAULT_TEST,

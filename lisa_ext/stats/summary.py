@@ -46,7 +46,9 @@ SUMMARY_COLUMNS = GROUP_COLUMNS + [
 
 
 def default_mean(lower_is_better: bool) -> MeanKind:
-    """mmtests' choice: hmean for higher-is-better (rates), amean otherwise."""
+    """mmtests' choice: hmean for higher-is-better (rates), amean otherwise
+    (:func:`lisa_ext.stats.compare.resolve_mean` also falls back to amean for a
+    metric with a zero or negative value)."""
     return "amean" if lower_is_better else "hmean"
 
 
