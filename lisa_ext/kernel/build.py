@@ -63,7 +63,7 @@ class KernelArtefacts:
 
     ``modules_dir`` is a staged root: copy its ``lib/`` onto the rootfs, it
     holds ``lib/modules/<release>/`` with the in-tree modules and the
-    platform-emulation modules (``extra/lisa_emu_*.ko``) and depmod's files.
+    platform-emulation modules (``updates/lisa_emu_*.ko``) and depmod's files.
     ``cmdline``, ``knobs`` and ``modules`` come from the spec, not the cache:
     variants differing only in those share one build.
     """
@@ -146,7 +146,9 @@ def _make_args(tree: KernelTree, arch: str) -> list[str]:
 def _run_logged(cmd: list[str], log_file, env: dict[str, str], step: str, log_path: Path) -> None:
     log_file.write(f"\n$ {' '.join(cmd)}\n")
     log_file.flush()
+    t0 = time.monotonic()
     r = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, text=True)
+    log_file.write(f"# step '{step}' took {time.monotonic() - t0:.1f} s\n")
     log_file.flush()
     if r.returncode:
         tail = "".join(log_path.read_text(errors="replace").splitlines(True)[-25:])
@@ -279,7 +281,9 @@ def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: 
         try:
             with open(log_path, "w") as log_file:
                 log_file.write(f"variant {spec.name} from {spec.path}\nhash {digest}\ntree {tree.key}\n")
+                t_patch = time.monotonic()
                 commit = apply_series(tree.src, spec.patches, log=log)
+                log_file.write(f"# step 'reset tree and apply patches' took {time.monotonic() - t_patch:.1f} s\n")
                 meta: dict = {"hash": digest, "variant": spec.name, "spec": str(spec.path), "tree": tree.key,
                               "commit": commit, "patches": [p.name for p in spec.patches],
                               "configs": [str(c) for c in spec.configs]}

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A tiny /init for tests/test_kernel_emulation.py: boots from an initramfs,
+ * loads the two platform-emulation modules (parameters from /params, one line
+ * per module), writes the knobs listed in /knobs ("PATH VALUE" per line),
+ * idles in periods of 0.2, 1.2 and 4 ms, runs a 300 ms busy burst, prints
+ * every file matching the globs in /dump as "FILE path: content" and powers
+ * off. Built with gcc -static by the test.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static void load(const char *path, const char *params)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || syscall(SYS_finit_module, fd, params, 0))
+		printf("LOAD_FAIL %s %m\n", path);
+	else
+		printf("LOADED %s %s\n", path, params);
+	if (fd >= 0) close(fd);
+}
+
+static void dump(const char *pattern)
+{
+	glob_t g;
+	char buf[4096];
+	int rc = glob(pattern, 0, NULL, &g);
+	if (rc) { printf("NOMATCH %s rc=%d\n", pattern, rc); return; }
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		int fd = open(g.gl_pathv[i], O_RDONLY);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0) close(fd);
+		if (n < 0) { printf("ERR %s: %m\n", g.gl_pathv[i]); continue; }
+		buf[n] = 0;
+		for (char *c = buf; *c; c++) if (*c == '\n') *c = ' ';
+		printf("FILE %s: %s\n", g.gl_pathv[i], buf);
+	}
+	globfree(&g);
+}
+
+int main(void)
+{
+	mount("proc", "/proc", "proc", 0, NULL);
+	mount("sysfs", "/sys", "sysfs", 0, NULL);
+	char p1[256] = "", p2[256] = "";
+	FILE *f = fopen("/params", "r");
+	if (f) { fgets(p1, sizeof p1, f); fgets(p2, sizeof p2, f); fclose(f); }
+	p1[strcspn(p1, "\n")] = 0; p2[strcspn(p2, "\n")] = 0;
+	load("/lisa_emu_cpuidle.ko", p1);
+	load("/lisa_emu_cpufreq.ko", p2);
+	/* "PATH VALUE" lines: write each knob and report the result */
+	FILE *k = fopen("/knobs", "r");
+	char line[512];
+	while (k && fgets(line, sizeof line, k)) {
+		char *sp = strchr(line, ' ');
+		if (!sp) continue;
+		*sp = 0;
+		line[strcspn(sp + 1, "\n") + (sp + 1 - line)] = 0;
+		int fd = open(line, O_WRONLY);
+		ssize_t n = fd >= 0 ? write(fd, sp + 1, strlen(sp + 1)) : -1;
+		printf("KNOB %s %s: %s\n", line, sp + 1, n < 0 ? strerror(errno) : "ok");
+		if (fd >= 0) close(fd);
+	}
+	if (k) fclose(k);
+	/* idle periods of several lengths, then a busy burst */
+	for (int i = 0; i < 300; i++) usleep(i % 3 == 0 ? 200 : i % 3 == 1 ? 1200 : 4000);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do clock_gettime(CLOCK_MONOTONIC, &t); while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 300000000L);
+	usleep(100000);
+	FILE *d = fopen("/dump", "r");
+	while (d && fgets(line, sizeof line, d)) {
+		line[strcspn(line, "\n")] = 0;
+		if (*line) dump(line);
+	}
+	if (d) fclose(d);
+	printf("DONE\n");
+	fflush(stdout);
+	sync();
+	reboot(RB_POWER_OFF);
+	return 0;
+}

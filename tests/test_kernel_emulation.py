@@ -1,0 +1,165 @@
+"""The platform-emulation modules on a real boot of the built kernel (QEMU TCG).
+
+A static /init in an initramfs loads lisa_emu_cpuidle and lisa_emu_cpufreq,
+idles and runs a busy burst, then prints sysfs. Expected idle states and OPPs
+are read from the SoCs' device trees in the kernel tree itself
+(rk3399-base.dtsi, rk3399.dtsi, hi3660.dtsi), not from the module sources.
+The patched kernels' knobs (schedutil iowait_boost_cap, teo util_awareness)
+are exercised the same way. Each boot takes ~10-20 s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lisa_ext.kernel.build import build_variant
+
+REPO = Path(__file__).resolve().parents[1]
+KERNELS = REPO / "kernels"
+CPU = "/sys/devices/system/cpu"
+
+pytestmark = pytest.mark.vboard
+
+
+def _require(tools):
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"missing in CI: {missing}")
+        pytest.skip(f"missing: {missing}")
+
+
+@pytest.fixture(scope="module")
+def init_binary(tmp_path_factory):
+    _require(["gcc", "cpio", "qemu-system-x86_64"])
+    out = tmp_path_factory.mktemp("init") / "init"
+    subprocess.run(["gcc", "-static", "-O2", "-o", str(out), str(REPO / "tests/kernel_emu_init.c")],
+                   check=True, capture_output=True)
+    return out
+
+
+def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
+         dump: list[str], knobs: list[str] = ()) -> dict[str, str]:
+    """Boot ``art`` with the emulation modules; return {sysfs path: content} and KNOB results."""
+    root = tmp / "root"
+    for d in ("proc", "sys", "dev"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(init, root / "init")
+    for ko in (art.modules_dir / "lib/modules" / art.release).rglob("lisa_emu_*.ko"):
+        shutil.copy2(ko, root / ko.name)
+    (root / "params").write_text("\n".join(params) + "\n")
+    (root / "knobs").write_text("".join(f"{k}\n" for k in knobs))
+    (root / "dump").write_text("\n".join(dump) + "\n")
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    initrd = tmp / "initrd.cpio"
+    with open(initrd, "wb") as fh:
+        subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], input="\n".join(files).encode(),
+                       cwd=root, stdout=fh, check=True)
+    r = subprocess.run(
+        ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", "max", "-smp", "4,sockets=2,cores=2",
+         "-m", "512", "-nographic", "-no-reboot", "-kernel", str(art.bzimage), "-initrd", str(initrd),
+         "-append", f"console=ttyS0 rdinit=/init panic=-1 quiet {cmdline}"],
+        capture_output=True, text=True, timeout=600,
+    )
+    out = r.stdout.replace("\r", "")
+    assert "DONE" in out, out[-3000:]
+    assert out.count("LOADED /lisa_emu_") == 2, out[-3000:]
+    found = {m.group(1): m.group(2).strip() for m in re.finditer(r"^FILE (\S+): (.*)$", out, re.M)}
+    found.update({f"KNOB {m.group(1)}": m.group(2) for m in re.finditer(r"^KNOB (\S+ \S+): (.*)$", out, re.M)})
+    return found
+
+
+def dt_idle_states(dts: Path, labels: list[str]) -> list[tuple[str, int, int]]:
+    """(node name, entry+exit latency, min residency) of the labelled DT idle-state nodes."""
+    text = dts.read_text()
+    states = []
+    for label in labels:
+        m = re.search(rf"{label}:\s*([\w-]+)\s*{{(.*?)}};", text, re.S)
+        body = m.group(2)
+        num = lambda key: int(re.search(rf"{key}\s*=\s*<(\d+)>", body).group(1))  # noqa: E731
+        states.append((m.group(1), num("entry-latency-us") + num("exit-latency-us"), num("min-residency-us")))
+    return states
+
+
+def dt_opps_khz(dts: Path, table: str) -> list[int]:
+    text = dts.read_text()
+    start = text.index(f"{table}:")
+    body = text[start:text.index("\n\t};", start)]
+    return [int(hz) // 1000 for hz in re.findall(r"opp-hz = /bits/ 64 <(\d+)>", body)]
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    return build_variant(KERNELS / "iowait-boost/baseline.yml", log=print)
+
+
+@pytest.mark.parametrize("table, dts, labels, opps, opp_tables", [
+    ("rk3399", "rockchip/rk3399-base.dtsi", ["CPU_SLEEP", "CLUSTER_SLEEP"],
+     "rk3399-little,rk3399-big", ("rockchip/rk3399.dtsi", ["cluster0_opp", "cluster1_opp"])),
+    ("hi3660-little", "hisilicon/hi3660.dtsi", ["CPU_SLEEP_0", "CLUSTER_SLEEP_0"],
+     "hi3660-little", ("hisilicon/hi3660.dtsi", ["cluster0_opp", "cluster0_opp"])),
+])
+def test_idle_states_and_opps_match_the_device_tree(baseline, init_binary, tmp_path, table, dts, labels,
+                                                    opps, opp_tables):
+    src = next(baseline.directory.parents[1].glob("trees/*/src"))
+    dt_root = src / "arch/arm64/boot/dts"
+    expected_states = [("WFI", 1, 1)] + dt_idle_states(dt_root / dts, labels)
+    expected_opps = [dt_opps_khz(dt_root / opp_tables[0], t) for t in opp_tables[1]]
+    sysfs = boot(baseline, init_binary, tmp_path, (f"table={table}", f"opps={opps}"), "cpuidle.governor=menu",
+                 [f"{CPU}/cpuidle/current_*", f"{CPU}/cpu*/cpuidle/state*/name", f"{CPU}/cpu*/cpuidle/state*/latency",
+                  f"{CPU}/cpu*/cpuidle/state*/residency", f"{CPU}/cpu*/cpuidle/state*/usage",
+                  f"{CPU}/cpufreq/policy*/scaling_*", f"{CPU}/cpufreq/policy*/related_cpus",
+                  f"{CPU}/cpufreq/policy*/stats/*"])
+    assert sysfs[f"{CPU}/cpuidle/current_driver"] == "lisa_emu_cpuidle"
+    assert sysfs[f"{CPU}/cpuidle/current_governor"] == "menu"
+    deep_entries = 0
+    for cpu in range(4):
+        for i, (name, latency, residency) in enumerate(expected_states):
+            state = f"{CPU}/cpu{cpu}/cpuidle/state{i}"
+            assert (sysfs[f"{state}/name"], int(sysfs[f"{state}/latency"]), int(sysfs[f"{state}/residency"])) \
+                == (name, latency, residency)
+            deep_entries += int(sysfs[f"{state}/usage"]) if i else 0
+        assert f"{CPU}/cpu{cpu}/cpuidle/state{len(expected_states)}/name" not in sysfs
+    assert deep_entries > 0, "the governor never picked an emulated deep state"
+    # one policy per socket (-smp sockets=2), the k-th table for the k-th socket
+    transitions = 0
+    for policy, cpus, khz in (("policy0", "0 1", expected_opps[0]), ("policy2", "2 3", expected_opps[1])):
+        p = f"{CPU}/cpufreq/{policy}"
+        assert sysfs[f"{p}/scaling_driver"] == "lisa-emu"
+        assert sysfs[f"{p}/scaling_governor"] == "schedutil"
+        assert sysfs[f"{p}/related_cpus"] == cpus
+        assert [int(f) for f in sysfs[f"{p}/scaling_available_frequencies"].split()] == khz
+        assert int(sysfs[f"{p}/scaling_cur_freq"]) in khz
+        transitions += int(sysfs[f"{p}/stats/total_trans"])
+    assert transitions > 0, "schedutil never changed an OPP"
+
+
+def test_iowait_boost_cap_knob(init_binary, tmp_path):
+    art = build_variant(KERNELS / "iowait-boost/no-iowait-boost.yml", log=print)
+    cap = f"{CPU}/cpufreq/policy0/schedutil/iowait_boost_cap"
+    sysfs = boot(art, init_binary, tmp_path, ("table=rk3399", "opps=rk3399-little"), art.cmdline,
+                 [f"{CPU}/cpufreq/policy*/schedutil/iowait_boost_cap"],
+                 knobs=[f"{cap} 1025", f"{cap} 0"])
+    assert sysfs[f"KNOB {cap} 1025"] == "Invalid argument"
+    assert sysfs[f"KNOB {cap} 0"] == "ok"
+    assert sysfs[cap] == "0"
+    assert sysfs[f"{CPU}/cpufreq/policy2/schedutil/iowait_boost_cap"] == "1024"  # per-policy tunable, default
+
+
+def test_teo_util_awareness_switch(init_binary, tmp_path):
+    art = build_variant(KERNELS / "teo-util/teo-no-util.yml", log=print)
+    assert "teo.util_awareness=0" in art.cmdline
+    param = "/sys/module/teo/parameters/util_awareness"
+    sysfs = boot(art, init_binary, tmp_path, ("table=hi3660-little", "opps=hi3660-little"), art.cmdline,
+                 [param, f"{CPU}/cpuidle/current_governor", f"{CPU}/cpu*/cpuidle/state*/usage"])
+    assert sysfs[param] == "N"
+    assert sysfs[f"{CPU}/cpuidle/current_governor"] == "teo"
+    sysfs = boot(art, init_binary, tmp_path / "on", ("table=hi3660-little", "opps=hi3660-little"),
+                 "cpuidle.governor=teo", [param])
+    assert sysfs[param] == "Y"
