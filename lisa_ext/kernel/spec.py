@@ -18,7 +18,9 @@ time (cmdline, modules to load, sysfs knobs). Example::
     knobs:                        # written after boot, in order; globs allowed
       /sys/devices/system/cpu/cpufreq/policy*/schedutil/iowait_boost_cap: 0
 
-Relative paths are relative to the spec file. Every problem is reported as a
+Knob paths may contain shell globs (``policy*``: policy numbers depend on the
+board's topology); the deployer expands them on the target and writes every
+match. Relative paths are relative to the spec file. Every problem is reported as a
 :class:`~lisa_ext.errors.SpecError` naming the file, the key (with its line)
 and what was expected.
 """
