@@ -20,7 +20,7 @@ system-packages:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt lisa_ext/trace/_tracedat.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'

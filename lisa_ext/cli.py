@@ -1,4 +1,4 @@
-"""The ``lisa-ext`` command line.
+"""The lisa-ext command line.
 
 Each top-level command lives next to the code it drives, in a module exposing
 ``register(subparsers)`` that adds its parser and sets ``func`` on it. Modules
@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("lisa_ext.stats.cli", "compare variants in a metrics table"),
     "report": ("lisa_ext.report.cli", "write tables and figures for a campaign"),
     "quickstart": ("lisa_ext.quickstart", "run the quickstart study on this machine"),
+    "study": ("lisa_ext.study", "run a study (campaign + report + notebook)"),
     "kernel": ("lisa_ext.kernel.cli", "check and build kernel variants"),
     "vboard": ("lisa_ext.vboard.cli", "manage the QEMU virtual board"),
 }

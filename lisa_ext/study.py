@@ -1,0 +1,203 @@
+"""Studies: a campaign spec plus a notebook, run and reported in one step.
+
+A study is ``notebooks/<name>.yml`` (the campaign) next to ``notebooks/<name>.ipynb``
+(narrative and parameters). ``lisa-ext study run NAME`` runs (or resumes) the
+campaign into ``data/<name>/``, writes its report (``lisa_ext.report``) and executes
+the notebook with papermill into ``out/<name>.html``. The notebooks call the
+helpers below; every computation stays in :mod:`lisa_ext`.
+
+Studies whose spec targets the virtual board need ``lisa-ext vboard up`` first and
+take tens of minutes under QEMU TCG; the workqueue study runs on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lisa_ext.errors import UserError
+
+__all__ = ["Study", "STUDY_DIR", "list_studies", "find_study", "ensure_campaign",
+           "write_report", "comparison_table", "figure_paths", "per_run_analysis",
+           "execute_notebook", "run_study", "register"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STUDY_DIR = REPO_ROOT / "notebooks"
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    spec: Path
+    notebook: Path
+
+    @property
+    def default_data(self) -> Path:
+        return REPO_ROOT / "data" / self.name
+
+
+def list_studies(root: Path = STUDY_DIR) -> list[Study]:
+    """Every notebook with a campaign spec of the same name (the quickstart included)."""
+    return [Study(nb.stem, nb.with_suffix(".yml"), nb)
+            for nb in sorted(root.glob("*.ipynb")) if nb.with_suffix(".yml").is_file()]
+
+
+def find_study(name: str, root: Path = STUDY_DIR) -> Study:
+    studies = {s.name: s for s in list_studies(root)}
+    if name not in studies:
+        raise UserError(f"no study {name!r} in {root}: choose one of {', '.join(sorted(studies))}")
+    return studies[name]
+
+
+def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
+                    run: bool = True, progress: bool = True) -> Path:
+    """The campaign directory, running (or resuming) the campaign when ``run`` is true.
+
+    With ``run=False`` an existing directory is used as it is, so a notebook can be
+    re-rendered from collected data without touching a target.
+    """
+    campaign_dir = Path(campaign_dir)
+    if not run:
+        if not (campaign_dir / "runs").is_dir():
+            raise UserError(f"{campaign_dir}: no runs collected yet; run the campaign first "
+                            f"(lisa-ext campaign run {spec} --out {campaign_dir})")
+        return campaign_dir
+    from lisa_ext.campaign.cli import quiet_lisa_logs
+    from lisa_ext.campaign.runner import CampaignRunner
+    from lisa_ext.campaign.spec import load_spec
+    from lisa_ext.target import check_target_conf
+
+    loaded = load_spec(spec)
+    check_target_conf(loaded.target)
+    quiet_lisa_logs()
+    CampaignRunner(loaded, campaign_dir, resume=True, progress=progress).run()
+    return campaign_dir
+
+
+def write_report(campaign_dir: str | os.PathLike, out: str | os.PathLike | None = None,
+                 **options: Any) -> Path:
+    """``lisa-ext report``: tables and figures of a campaign; options as :class:`ReportOptions`."""
+    from lisa_ext.report.build import ReportOptions, build_report
+
+    return build_report(campaign_dir, ReportOptions(out=out, **options))
+
+
+def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> str:
+    """One of the comparison tables a report wrote (mmtests, markdown, lkp, sd, csv)."""
+    from lisa_ext.report.build import TABLE_FILES
+
+    if fmt not in TABLE_FILES:
+        raise UserError(f"table format {fmt!r}: choose one of {', '.join(TABLE_FILES)}")
+    return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
+
+
+def figure_paths(report_dir: str | os.PathLike, pattern: str = "*") -> list[Path]:
+    """The report's PNG figures whose name matches the shell pattern, sorted."""
+    return sorted(p for p in (Path(report_dir) / "figures").glob("*.png")
+                  if fnmatch.fnmatch(p.stem, pattern))
+
+
+def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str,
+                     **kwargs: Any) -> pd.DataFrame:
+    """``trace.ana.<analysis>.<method>(**kwargs)`` on every traced run, stacked.
+
+    The result has the method's own columns (its index reset into columns) plus
+    ``variant``, ``workload`` and ``iteration``. Runs whose trace lacks the events
+    the analysis needs are skipped with a warning naming the run.
+    """
+    import warnings
+
+    from lisa_ext.report.campaign import read_campaign
+    from lisa_ext.report.traces import load_trace
+
+    frames = []
+    for run in read_campaign(campaign_dir).runs:
+        if run.status != "ok" or run.trace is None:
+            continue
+        trace = load_trace(run.trace)
+        try:
+            df = getattr(getattr(trace.ana, analysis), method)(**kwargs)
+        except Exception as exc:  # LISA's MissingTraceEventError and friends
+            warnings.warn(f"{run.label}: {analysis}.{method} skipped: {exc}")
+            continue
+        df = df.reset_index()
+        df.insert(0, "iteration", run.iteration)
+        df.insert(0, "workload", run.workload)
+        df.insert(0, "variant", run.variant)
+        frames.append(df)
+    if not frames:
+        raise UserError(f"{campaign_dir}: no traced run has what {analysis}.{method} needs")
+    return pd.concat(frames, ignore_index=True)
+
+
+def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
+    """Execute ``notebook`` with papermill (cwd = repo root), export it as offline HTML."""
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    executed = out_html.with_suffix(".ipynb")
+    papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
+                               kernel_name="python3", cwd=str(REPO_ROOT),
+                               progress_bar=False, log_output=False)
+    nb = nbformat.read(executed, as_version=4)
+    exporter = HTMLExporter(template_name="lab")
+    exporter.log.setLevel(logging.ERROR)  # e.g. "alternative text is missing" per figure
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    body, _resources = exporter.from_notebook_node(nb)
+    # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
+    body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)
+    tmp = out_html.with_name(out_html.name + ".part")
+    tmp.write_text(body, encoding="utf-8")
+    os.replace(tmp, out_html)
+    return out_html
+
+
+def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = True,
+              progress: bool = True) -> Path:
+    ensure_campaign(study.spec, campaign_dir, run=run, progress=progress)
+    return execute_notebook(study.notebook, out_html,
+                            {"campaign_dir": str(Path(campaign_dir).resolve())})
+
+
+def _list(args: argparse.Namespace) -> int:
+    from lisa_ext.campaign.spec import load_spec
+
+    for s in list_studies():
+        spec = load_spec(s.spec, check_files=False)
+        print(f"{s.name:18} {spec.description}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    study = find_study(args.name)
+    data = Path(args.data) if args.data else study.default_data
+    out = Path(args.out) if args.out else REPO_ROOT / "out" / f"{study.name}.html"
+    html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress)
+    print(f"{study.name} report: {html.resolve()}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("study", help="run a study (campaign + report + notebook)")
+    sub = p.add_subparsers(dest="study_command", metavar="ACTION")
+    sub.required = True
+    sub.add_parser("list", help="the studies in notebooks/").set_defaults(func=_list)
+    run = sub.add_parser("run", help="run a study's campaign, then execute its notebook to HTML")
+    run.add_argument("name", help="study name, e.g. wq-affinity (see `lisa-ext study list`)")
+    run.add_argument("--data", metavar="DIR", help="campaign directory (default: data/<name>)")
+    run.add_argument("--out", metavar="HTML", help="output page (default: out/<name>.html)")
+    run.add_argument("--no-run", action="store_true",
+                     help="do not run anything: render the notebook from the collected runs")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=_run)
