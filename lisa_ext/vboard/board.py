@@ -187,17 +187,21 @@ class VirtualBoard:
         overlay = self.run_dir / "rootfs.qcow2"
         if fresh_rootfs or previous is None or not overlay.exists():
             rootfs.make_overlay(image.image, overlay)
-        modules_disk = None
+        modules_disk = self.run_dir / "modules.ext4"
         if modules_dir is not None:
             if not release:
                 raise UserError("a modules directory needs the kernel release it belongs to")
-            modules_disk = rootfs.make_modules_disk(Path(modules_dir), release, self.run_dir / "modules.ext4", load)
+            rootfs.make_modules_disk(Path(modules_dir), release, modules_disk, load)
+        else:
+            rootfs.make_empty_disk(modules_disk)  # keeps the scratch disk at /dev/vdc
+        scratch = rootfs.make_scratch_disk(self.run_dir / "scratch.img")
         port = self.settings.ssh_port or (previous.ssh_port if previous else qemu.free_loopback_port())
         machine = qemu.QemuMachine(
             kernel=kernel.resolve(),
             cmdline=self.kernel_cmdline(cmdline),
             rootfs=overlay,
             modules_disk=modules_disk,
+            scratch_disk=scratch,
             ssh_port=port,
             serial_log=self.serial_log,
             pidfile=self.pidfile,
@@ -234,6 +238,7 @@ class VirtualBoard:
         if not keep_disk:
             (self.run_dir / "rootfs.qcow2").unlink(missing_ok=True)
         (self.run_dir / "modules.ext4").unlink(missing_ok=True)
+        (self.run_dir / "scratch.img").unlink(missing_ok=True)
         return stopped
 
     def record_deploy(self, *, kernel: Path, cmdline: str, label: str, method: str) -> None:

@@ -7,6 +7,12 @@ builds two LLC scheduling domains and workqueue affinity scopes (``cpu``,
 user-mode stack with ``restrict=on`` (the guest cannot reach anything beyond
 QEMU) and one forward: guest port 22 to a loopback port on the host.
 
+Disks: ``/dev/vda`` the rootfs overlay, ``/dev/vdb`` the variant's modules,
+``/dev/vdc`` a scratch disk for I/O workloads, throttled to ``scratch_iops``
+I/Os per second. Unthrottled, TCG completes a virtio read so fast that a
+synchronous reader rarely sleeps; throttled, every I/O is a real wait in
+``io_schedule()`` (iowait), as on a phone's eMMC.
+
 QEMU daemonises itself, writes a pidfile and keeps a QMP socket, so any later
 ``lisa-ext`` process can query or stop it.
 """
@@ -49,11 +55,14 @@ class QemuMachine:
     serial_log: Path
     pidfile: Path
     qmp_socket: Path
+    scratch_disk: Path | None = None
     sockets: int = 2
     cores_per_socket: int = 2
     memory_mb: int = 1024
     accel: str = "tcg,thread=multi"
     cpu: str = "max"
+    #: IOPS limit of the scratch disk: each I/O on it is a real wait (an eMMC-like device)
+    scratch_iops: int = 500
 
     @property
     def vcpus(self) -> int:
@@ -82,10 +91,14 @@ def qemu_command(machine: QemuMachine) -> list[str]:
         "-pidfile", str(machine.pidfile),
         "-daemonize",
     ]
-    if machine.modules_disk is not None:
-        cmd[cmd.index("-netdev"):cmd.index("-netdev")] = [
-            "-drive", f"file={machine.modules_disk},if=virtio,format=raw,readonly=on",
-        ]
+    disks = []
+    if machine.modules_disk is not None:  # /dev/vdb
+        disks += ["-drive", f"file={machine.modules_disk},if=virtio,format=raw,readonly=on"]
+    if machine.scratch_disk is not None:  # /dev/vdc
+        disks += ["-drive", f"file={machine.scratch_disk},if=virtio,format=raw,cache=unsafe,"
+                            f"throttling.iops-total={machine.scratch_iops}"]
+    at = cmd.index("-netdev")
+    cmd[at:at] = disks
     return cmd
 
 

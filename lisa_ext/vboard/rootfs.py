@@ -46,6 +46,8 @@ __all__ = [
     "ensure_rootfs",
     "make_overlay",
     "make_modules_disk",
+    "make_empty_disk",
+    "make_scratch_disk",
     "find_release_dir",
 ]
 
@@ -315,4 +317,19 @@ def make_modules_disk(modules_dir: Path, release: str, dest: Path, load: Sequenc
         load_file.unlink(missing_ok=True)
         load_file.write_text("".join(f"{entry}\n" for entry in load))
         _mkfs_from_dir(Path(tmp), dest, label="lisa-modules", headroom=8 * 1024 * 1024)
+    return dest
+
+
+def make_empty_disk(dest: Path) -> Path:
+    """An ext4 disk with nothing on it (a boot without modules keeps the disk order)."""
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".empty-") as tmp:
+        _mkfs_from_dir(Path(tmp), dest, label="lisa-modules", headroom=1024 * 1024)
+    return dest
+
+
+def make_scratch_disk(dest: Path, size_mb: int = 64) -> Path:
+    """A sparse raw disk for I/O workloads (``/dev/vdc`` in the guest); reads return zeros."""
+    dest.unlink(missing_ok=True)
+    with open(dest, "wb") as f:
+        f.truncate(size_mb * 1024 * 1024)
     return dest
