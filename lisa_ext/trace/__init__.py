@@ -103,12 +103,14 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, **kwargs: Any) ->
     :param path: any file :func:`read_trace` reads.
     :param cache: use the parquet cache (see :func:`read_trace`).
     :param kwargs: forwarded to :class:`lisa.trace.Trace` (``events``,
-        ``normalize_time``, ``plat_info``, ...).
+        ``normalize_time``, ``plat_info``, ...). With the cache, LISA's own
+        on-disk swap of the frames it builds lives in the cache entry
+        (``lisa-swap``), so later loads read those frames back; without the
+        cache LISA's swap is off unless ``enable_swap``/``swap_dir`` are passed
+        (LISA would write a hidden directory next to the trace).
     :raises UserError: if the file cannot be read as a trace at all; damage
-        that leaves part of it readable is a
-        :class:`~lisa_ext.trace.lisa_parser.TraceDamageWarning` instead. LISA's own on-disk swap is off
-        unless ``enable_swap=True`` is passed: our cache plays that role and
-        LISA would otherwise write a hidden directory next to the trace.
+        that leaves part of it readable gives a
+        :class:`~lisa_ext.trace.lisa_parser.TraceDamageWarning` instead.
     """
     import functools
 
@@ -119,7 +121,14 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, **kwargs: Any) ->
     path = os.fspath(path)
     # read (or fetch from the cache) now, so that errors and damage warnings
     # come from this call rather than from a later df_event() inside LISA
-    _prepare(path, cache)
-    kwargs.setdefault("enable_swap", False)
+    prepared = _prepare(path, cache)
+    if prepared.cache_dir and not {"enable_swap", "swap_dir"} & kwargs.keys():
+        # LISA's swap, inside the content-keyed entry: frames built once
+        # (ours, sanitized, windowed) are read back by the next load_trace
+        kwargs["swap_dir"] = os.path.join(prepared.cache_dir, "lisa-swap")
+        os.makedirs(kwargs["swap_dir"], exist_ok=True)
+        kwargs.setdefault("max_swap_size", max(1 << 30, 20 * os.stat(path).st_size))
+    else:
+        kwargs.setdefault("enable_swap", False)
     parser = LisaExtTraceParser if cache else functools.partial(LisaExtTraceParser, cache=False)
     return lisa_trace.Trace(path, parser=parser, **kwargs)

@@ -128,6 +128,7 @@ class _Prepared:
     loaded: dict = field(default_factory=dict)  # event -> pyarrow.Table
     entry: Any = None  # TraceCacheEntry the tables not loaded yet come from
     index: dict | None = None
+    cache_dir: str | None = None  # directory of the cache entry, if cached
     times: dict[str, np.ndarray] | None = None
     symbols: tuple[list[int], list[str]] | None = None
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
@@ -191,11 +192,12 @@ def _load(path: str, cache: bool) -> _Prepared:
         if index is not None:
             meta = index["meta"]
             return _Prepared(path, meta, dict(index["rows"]), _lisa_field_dtypes(meta.get("format")),
-                             entry=entry, index=index)
+                             entry=entry, index=index, cache_dir=str(entry.directory))
         tt = _read_uncached(path, detect_format(path), None)
         entry.store(tt)
     rows = {event: table.num_rows for event, table in tt.tables.items()}
-    return _Prepared(path, tt.meta, rows, _lisa_field_dtypes(tt.meta.get("format")), loaded=dict(tt.tables))
+    return _Prepared(path, tt.meta, rows, _lisa_field_dtypes(tt.meta.get("format")), loaded=dict(tt.tables),
+                     cache_dir=(tt.meta.get("cache") or {}).get("directory"))
 
 
 def _prepare(path: str, cache: bool) -> _Prepared:
