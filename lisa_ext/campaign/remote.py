@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Callable
 
-__all__ = ["start", "wait", "stop", "kill_leftover", "CommandFailed", "CommandTimeout"]
+__all__ = ["start", "wait", "stop", "signal_group", "kill_leftover", "CommandFailed", "CommandTimeout"]
 
 
 class CommandFailed(RuntimeError):
@@ -33,7 +33,18 @@ def start(target, command: str, *, as_root: bool = False,
     return bg
 
 
-def wait(bg, timeout_s: float | None, what: str) -> int:
+def signal_group(target, pid: int, sig: int) -> None:
+    """Send ``sig`` to the process group led by ``pid`` (or to ``pid`` alone) on the target.
+
+    devlib's own ``BackgroundCommand.send_signal`` runs ``busybox kill -SIG -- -PGID`` over SSH,
+    which busybox rejects ("invalid number '--'"), and dash's ``kill`` has no ``--`` either:
+    ``kill -SIG -PGID`` works with both.
+    """
+    target.execute(f"kill -{int(sig)} -{int(pid)} 2>/dev/null || kill -{int(sig)} {int(pid)} 2>/dev/null || true",
+                   as_root=True, check_exit_code=False)
+
+
+def wait(target, bg, timeout_s: float | None, what: str) -> int:
     """Wait for a background command; kill it and raise CommandTimeout past the deadline."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
@@ -41,29 +52,24 @@ def wait(bg, timeout_s: float | None, what: str) -> int:
         if rc is not None:
             return rc
         if deadline is not None and time.monotonic() > deadline:
-            bg.cancel(kill_timeout=5)
+            signal_group(target, bg.pid, signal.SIGKILL)
             raise CommandTimeout(f"{what} did not finish within {timeout_s:.0f} s and was killed")
         time.sleep(0.05)
 
 
-def stop(bg, sig: int = signal.SIGINT, grace_s: float = 30) -> int:
+def stop(target, bg, sig: int = signal.SIGINT, grace_s: float = 30) -> int:
     """Ask a background command to stop with ``sig``; kill it if it ignores the request."""
     if bg.poll() is None:
-        try:
-            bg.send_signal(sig)
-        except ProcessLookupError:
-            pass
+        signal_group(target, bg.pid, sig)
     try:
-        return wait(bg, grace_s, "stopping")
+        return wait(target, bg, grace_s, "stopping")
     except CommandTimeout:
-        return bg.poll() if bg.poll() is not None else -9
+        return -signal.SIGKILL
 
 
 def kill_leftover(target, pid: int) -> None:
     """SIGKILL a process group (or lone process) the runner started before it died."""
-    target.execute(
-        f"kill -KILL -{int(pid)} 2>/dev/null || kill -KILL {int(pid)} 2>/dev/null || true",
-        as_root=True, check_exit_code=False)
+    signal_group(target, pid, signal.SIGKILL)
 
 
 def quote(s: str) -> str:

@@ -133,6 +133,7 @@ class CampaignRunner:
         self.state: dict = {}
         self._deployed_kernel: tuple[Path | None, object] = (None, None)
         self._lock_fd: int | None = None
+        self._target_lock_fd: int | None = None
 
     # -- campaign directory -------------------------------------------------
 
@@ -338,10 +339,33 @@ class CampaignRunner:
 
     # -- the campaign -------------------------------------------------------------
 
+    def _lock_target(self) -> None:
+        """One campaign at a time on this machine: two would rewrite each other's knobs.
+
+        Only for the local host (an flock, released by the kernel even on SIGKILL); campaigns
+        on remote targets are not serialised.
+        """
+        from devlib import LocalLinuxTarget
+
+        if not isinstance(self.target.target, LocalLinuxTarget):
+            return
+        lock_dir = "/run/lock" if os.access("/run/lock", os.W_OK) else "/tmp"
+        path = os.path.join(lock_dir, "lisa-ext-campaign.lock")
+        self._target_lock_fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._target_lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._target_lock_fd, 200, 0).decode(errors="replace").strip()
+            self.echo(f"waiting for another campaign on this machine to finish ({holder or path})")
+            fcntl.flock(self._target_lock_fd, fcntl.LOCK_EX)
+        os.ftruncate(self._target_lock_fd, 0)
+        os.pwrite(self._target_lock_fd, f"pid {os.getpid()}, campaign {self.store.root}\n".encode(), 0)
+
     def run(self) -> RunSummary:
         self._open_store()
         try:
             self._connect()
+            self._lock_target()
             recovered = self._recover()
             for path in self.store.remove_partial_runs():
                 recovered.append(f"removed partial run directory {path}")
@@ -356,9 +380,10 @@ class CampaignRunner:
             failed = self._run_all(todo)
             return RunSummary(self.store.root, len(todo) - failed, failed, len(done_before), recovered)
         finally:
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+            for fd in (self._lock_fd, self._target_lock_fd):
+                if fd is not None:
+                    os.close(fd)
+            self._lock_fd = self._target_lock_fd = None
 
     def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
         from tqdm import tqdm

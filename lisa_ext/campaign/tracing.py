@@ -93,8 +93,10 @@ def recording(target, *, tracefs: str, instance: str, events: tuple[str, ...],
         _wait_until_on(target, tracefs, instance, bg)
         yield
     finally:
-        rc = remote.stop(bg, signal.SIGINT)
-        remove_instance(target, tracefs, instance)
+        try:
+            rc = remote.stop(target, bg, signal.SIGINT)
+        finally:
+            remove_instance(target, tracefs, instance)
     head = target.execute(f"head -c 10 {remote.quote(output)} 2>/dev/null | od -An -c | tr -d ' \\n'",
                           as_root=True, check_exit_code=False)
     if "tracing" not in head:

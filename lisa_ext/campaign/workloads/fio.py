@@ -114,7 +114,7 @@ class Fio(Workload):
         command = (f"cd {d} && fio --output-format=json --output=fio.json --group_reporting "
                    f"{self._job_args(ctx)} >fio.stdout 2>fio.stderr")
         bg = remote.start(target, command, on_pid=ctx.on_pid)
-        rc = remote.wait(bg, self._timeout(), "fio")
+        rc = remote.wait(target, bg, self._timeout(), "fio")
         for name in ("fio.json", "fio.stdout", "fio.stderr"):
             src = target.path.join(ctx.remote_dir, name)
             if target.file_exists(src):

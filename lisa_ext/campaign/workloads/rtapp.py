@@ -181,7 +181,7 @@ class RtApp(Workload):
         try:
             with wload.run_background() as bg:
                 ctx.on_pid(int(bg.pid))
-                remote.wait(bg, self._timeout(), "rt-app")
+                remote.wait(ctx.target, bg, self._timeout(), "rt-app")
         except subprocess.CalledProcessError as exc:
             out = (exc.stdout or b"").decode(errors="replace").strip().splitlines()[-3:]
             raise WorkloadError(f"rt-app exited with status {exc.returncode}: {' | '.join(out)}") from None
