@@ -41,8 +41,6 @@ def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
         if isinstance(kd, LevelKeyDesc):
             _check_level(path, value, kd, dotted)
             continue
-        if str(getattr(getattr(value, "tag", None), "value", None) or "").startswith("!"):
-            continue  # computed by a LISA YAML tag (!call:, !env:, ...) when LISA loads the file
         try:
             kd.validate_val(value)
         except (TypeError, ValueError):

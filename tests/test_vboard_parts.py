@@ -61,13 +61,12 @@ def test_settings_refuse_a_single_llc():
 def test_target_config_is_a_plain_lisa_target_conf():
     from ruamel.yaml import YAML
 
-    doc = YAML(typ="rt").load(default_target_conf_path().read_text())
+    doc = YAML(typ="safe").load(default_target_conf_path().read_text())
     assert list(doc) == ["target-conf"]
     conf = doc["target-conf"]
     assert conf["kind"] == "linux" and conf["host"] == "127.0.0.1" and conf["username"] == "root"
-    # port and key are computed by LISA's !call: tags from the running board and the cache
-    assert conf["port"].tag.value == "!call:lisa_ext.vboard.board.ssh_port"
-    assert conf["keyfile"].tag.value == "!call:lisa_ext.vboard.board.ssh_keyfile"
+    assert conf["port"] == BoardSettings().ssh_port
+    assert conf["keyfile"] == "/root/.cache/lisa-ext/vboard/ssh/id_ed25519"
 
 
 def test_build_id_parsed_from_a_real_elf_note(tmp_path):

@@ -3,7 +3,7 @@
 State lives in ``$LISA_EXT_CACHE/vboard/run/`` (pidfile, QMP socket, serial log,
 ``state.json``), so ``lisa-ext vboard up`` in one process and ``vboard ssh`` or
 a LISA target in another find the same board. ``target-configs/vboard.yml``
-resolves its SSH port and key through :func:`ssh_port` and :func:`ssh_keyfile`.
+names the default SSH port (10022) and the default cache's key.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ __all__ = [
     "VirtualBoard",
     "RunningKernel",
     "default_target_conf_path",
-    "ssh_port",
-    "ssh_keyfile",
 ]
 
 log = logging.getLogger(__name__)
@@ -57,7 +55,7 @@ class BoardSettings:
     memory_mb: int = 1024
     accel: str = "tcg,thread=multi"
     cpu: str = "max"
-    ssh_port: int = 0  # 0: keep the running board's port, else pick a free one
+    ssh_port: int = 10022  # target-configs/vboard.yml says so; 0: a free port
     boot_timeout_s: int = 600
 
     def __post_init__(self):
@@ -329,13 +327,3 @@ class VirtualBoard:
         except OSError:
             return "(no serial log)"
         return "\n".join(text.splitlines()[-lines:])
-
-
-def ssh_port() -> int:
-    """SSH port of the running board (``!call:`` target for target-configs/vboard.yml)."""
-    return VirtualBoard().port
-
-
-def ssh_keyfile() -> str:
-    """Private key of this cache's board (``!call:`` target for target-configs/vboard.yml)."""
-    return str(rootfs.ssh_key_path())
