@@ -155,11 +155,33 @@ def _run_logged(cmd: list[str], log_file, env: dict[str, str], step: str, log_pa
         raise BuildError(f"{step} failed (exit {r.returncode}); full log: {log_path}\n{tail}")
 
 
+def config_key(spec: VariantSpec, tree_key: str, arch: str) -> str:
+    """What the resolved .config depends on: base, fragments, and patches touching Kconfig files."""
+    h = hashlib.sha256(f"{RECIPE_VERSION} {tree_key} {arch}\n".encode())
+    for frag in spec.configs:
+        h.update(frag.read_bytes())
+    for patch in spec.patches:
+        text = patch.read_bytes()
+        if re.search(rb"^\+\+\+ \S*Kconfig", text, re.M):
+            h.update(text)
+    return h.hexdigest()
+
+
 def resolve_config(spec: VariantSpec, tree: KernelTree, arch: str, log_file, env, log_path: Path) -> list[ConfigMiss]:
-    """Write the variant's .config into the tree's build dir; return the requests not honoured."""
+    """Write the variant's .config into the tree's build dir; return the requests not honoured.
+
+    Skipped when the build dir's .config was resolved from the same inputs
+    (:func:`config_key`) by the previous build: kconfig then has nothing to do.
+    """
     build = tree.build_dir(arch)
     build.mkdir(parents=True, exist_ok=True)
     config = build / ".config"
+    stamp = build / ".lisa-ext-config-key"
+    key = config_key(spec, tree.key, arch)
+    if config.exists() and stamp.exists() and stamp.read_text() == f"{key} {config.stat().st_mtime_ns}":
+        log_file.write(f"# .config already resolved from these fragments ({key[:12]}), kconfig skipped\n")
+        return check_fragments(spec.configs, config)
+    stamp.unlink(missing_ok=True)
     old = config.read_bytes() if config.exists() else None
     old_stat = config.stat() if config.exists() else None
     make = _make_args(tree, arch)
@@ -179,6 +201,7 @@ def resolve_config(spec: VariantSpec, tree: KernelTree, arch: str, log_file, env
     if old is not None and config.read_bytes() == old:
         # same config as the last build in this directory: keep its timestamp
         os.utime(config, ns=(old_stat.st_atime_ns, old_stat.st_mtime_ns))
+    stamp.write_text(f"{key} {config.stat().st_mtime_ns}")
     return check_fragments(spec.configs, config)
 
 
