@@ -29,7 +29,8 @@ def lisa_trace(path: str):
     from lisa_ext import analysis, compat
 
     events = sorted(set().union(*(cls.get_all_events() for cls in analysis.ANALYSES.values())))
-    return compat.import_lisa("lisa.trace").Trace(path, events=events)
+    # No swap: LISA would write it next to the trace, inside the read-only shared inputs.
+    return compat.import_lisa("lisa.trace").Trace(path, events=events, enable_swap=False)
 
 
 def fast_trace(path: str):

@@ -70,7 +70,8 @@ def load(path: str, events: list[str], loader: str = "auto") -> Any:
     from lisa_ext import compat
 
     lisa_trace = compat.import_lisa("lisa.trace")
-    kwargs: dict[str, Any] = {}
+    # LISA's swap would be written next to the trace (often a read-only input).
+    kwargs: dict[str, Any] = {"enable_swap": False}
     if path.endswith(".html"):
         kwargs["parser"] = lisa_trace.SysTraceParser.from_html
     return lisa_trace.Trace(path, events=events, **kwargs)
