@@ -1,0 +1,68 @@
+"""Virtual-board timings: boot to SSH, kexec switch, and the rootfs cache.
+
+Prints, as medians of REPEAT rounds measured in this one run:
+
+* the rootfs lookup when cached (``ensure_rootfs``);
+* a direct boot of the baseline variant until SSH answers (``deploy_variant``,
+  method ``boot``, kernel already built);
+* a kexec switch to the patched variant and back (method ``kexec``).
+
+The first build of the variants and of the rootfs is not timed here (see
+bench/kernel_rebuild.py for builds). Needs root; leaves the board down.
+
+    .venv/bin/python bench/vboard.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE = REPO / "kernels" / "iowait-boost" / "baseline.yml"
+PATCHED = REPO / "kernels" / "iowait-boost" / "no-iowait-boost.yml"
+
+
+def _timed(fn) -> float:
+    t0 = time.monotonic()
+    fn()
+    return time.monotonic() - t0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    from lisa_ext.kernel.build import build_variant
+    from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.vboard import rootfs
+    from lisa_ext.vboard.board import VirtualBoard
+
+    rootfs.ensure_rootfs()
+    build_variant(BASELINE)
+    build_variant(PATCHED)
+    board = VirtualBoard()
+    board.down()
+    lookups, boots, kexecs = [], [], []
+    try:
+        for _ in range(args.repeat):
+            lookups.append(_timed(rootfs.ensure_rootfs))
+            board.down()
+            boots.append(_timed(lambda: deploy_variant(board, BASELINE, method="boot")))
+            kexecs.append(_timed(lambda: deploy_variant(board, PATCHED, method="kexec")))
+            kexecs.append(_timed(lambda: deploy_variant(board, BASELINE, method="kexec")))
+    finally:
+        board.down()
+    print(f"rootfs lookup (cached): median {statistics.median(lookups) * 1e3:.1f} ms")
+    print(f"direct boot to SSH, verified: median {statistics.median(boots):.1f} s "
+          f"(min {min(boots):.1f}, max {max(boots):.1f}, n={len(boots)})")
+    print(f"kexec switch to SSH, verified: median {statistics.median(kexecs):.1f} s "
+          f"(min {min(kexecs):.1f}, max {max(kexecs):.1f}, n={len(kexecs)})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
