@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup system-packages venv bench lock clean
+.PHONY: run test setup system-packages venv bench bench-kernel lock clean
 
 run: setup
 	$(BIN)/lisa-ext quickstart
@@ -26,9 +26,16 @@ $(STAMP): pyproject.toml setup.py constraints.txt lisa_ext/trace/_tracedat.c
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	@touch $@
 
+# each script prints its figures (medians, ratios); kernel_rebuild and vboard take minutes
 bench: setup
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/trace_load.py
 	$(BIN)/python bench/analyses.py
+	$(BIN)/python bench/report.py
+
+bench-kernel: setup
+	$(BIN)/python bench/kernel_rebuild.py
+	$(BIN)/python bench/vboard.py
 
 # Re-pin after changing dependencies: resolves fresh and records what was tested.
 lock:
