@@ -376,3 +376,77 @@ def juno_text_with_idle_misses(path, out) -> dict:
             out_lines.append(f"{prefix}cpu_idle_miss:        cpu_id={cpu} state={s} type={kind}")
     Path(out).write_text("\n".join(out_lines) + "\n")
     return idle_misses(parse_report(out_lines))
+
+
+def wakeup_frequency(events, window_ms=4.0) -> dict[bool, dict]:
+    """after_iowait (D-state sleep) -> {"wakeups", "mean_freq_khz"}: mean over
+    wakeups (switch-in after a non-preempted switch-out) of the CPU's mean
+    frequency in the window after the switch-in, where known."""
+    changes: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for e in events:
+        if e.name == "cpu_frequency":
+            changes[int(e.f["cpu_id"])].append((e.ns, int(e.f["state"])))
+    out_state: dict[int, int] = {}
+    per_kind = {True: [], False: []}
+    window = round(window_ms * 1e6)
+    for e in events:
+        if e.name != "sched_switch":
+            continue
+        prev, nxt = int(e.f["prev_pid"]), int(e.f["next_pid"])
+        if prev != 0:
+            out_state[prev] = int(e.f["prev_state"])
+        state = out_state.pop(nxt, None)
+        if nxt == 0 or state is None or not state & 0xFF:
+            continue
+        a, b = e.ns, e.ns + window
+        area = known = 0.0
+        steps = changes.get(e.cpu, [])
+        for k, (t, f) in enumerate(steps):
+            t_next = steps[k + 1][0] if k + 1 < len(steps) else max(b, t)
+            lo, hi = max(a, t), min(b, t_next)
+            if hi > lo:
+                area += f * (hi - lo)
+                known += hi - lo
+        d_state = bool(state & 0x2) and not state & 0x400
+        per_kind[d_state].append(area / known if known else None)
+    result = {}
+    for kind, means in per_kind.items():
+        if means:
+            known_means = [m for m in means if m is not None]
+            result[kind] = {"wakeups": len(means), "mean_freq_khz": sum(known_means) / len(known_means) if known_means else None}
+    return result
+
+
+def frequency_residency(events) -> dict[tuple[int, int], tuple[float, float]]:
+    """(cpu, kHz) -> (seconds inside, outside) the running slices of tasks with
+    a D-state sleep, from the CPU's first cpu_frequency event to the last
+    sched_switch / cpu_frequency event of the trace."""
+    changes: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    io_pids, last_out, slices = set(), {}, []
+    current: dict[int, tuple[int, int]] = {}
+    end = 0
+    for e in events:
+        if e.name == "cpu_frequency":
+            changes[int(e.f["cpu_id"])].append((e.ns, int(e.f["state"])))
+            end = max(end, e.ns)
+        elif e.name == "sched_switch":
+            end = max(end, e.ns)
+            prev, nxt = int(e.f["prev_pid"]), int(e.f["next_pid"])
+            if e.cpu in current:
+                slices.append((e.cpu, *current[e.cpu], e.ns))
+            current[e.cpu] = (nxt, e.ns)
+            if prev != 0:
+                last_out[prev] = int(e.f["prev_state"])
+            state = last_out.pop(nxt, None)
+            if state is not None and state & 0x2 and not state & 0x400 and nxt != 0:
+                io_pids.add(nxt)
+    result: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for cpu, steps in changes.items():
+        io = [(a, b) for c, pid, a, b in slices if c == cpu and pid in io_pids]
+        cuts = sorted({t for t, _ in steps} | {x for s in io for x in s} | {end})
+        cuts = [c for c in cuts if steps[0][0] <= c <= end]
+        for left, right in zip(cuts, cuts[1:]):
+            freq = [f for t, f in steps if t <= left][-1]
+            inside = any(a <= left < b for a, b in io)
+            result[(cpu, freq)][0 if inside else 1] += (right - left) / 1e9
+    return {k: tuple(v) for k, v in result.items()}

@@ -66,3 +66,24 @@ def test_surfaceflinger_iowait_boost_timeline_fast_loader():
     assert len(timeline) == len(lines) == 366
     cpus = sorted(int(l.split("[", 1)[1].split("]", 1)[0]) for l in lines)
     assert sorted(timeline["cpu"].astype(int)) == cpus
+
+
+def test_juno_wakeup_frequency_lisa_loader():
+    require_shared(JUNO)
+    want = ref.wakeup_frequency(reference_events(str(JUNO)), window_ms=4.0)
+    got = lisa_trace(str(JUNO)).ana.iowait_boost.df_wakeup_frequency_summary(window_ms=4.0)
+    assert sorted(got.index) == sorted(want)
+    assert any(w["mean_freq_khz"] for w in want.values())
+    for kind, w in want.items():
+        assert got.loc[kind, "wakeups"] == w["wakeups"]
+        assert close(got.loc[kind, "mean_freq_khz"], w["mean_freq_khz"])
+
+
+def test_juno_frequency_residency_lisa_loader():
+    require_shared(JUNO)
+    want = ref.frequency_residency(reference_events(str(JUNO)))
+    got = lisa_trace(str(JUNO)).ana.iowait_boost.df_frequency_residency()
+    assert sorted(got.index) == sorted(want)
+    assert sum(inside for inside, _ in want.values()) > 0
+    for key, (inside, outside) in want.items():
+        assert close(got.loc[key, "inside"], inside) and close(got.loc[key, "outside"], outside), key

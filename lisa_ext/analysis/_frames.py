@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "event_times", "times_ns", "int_column", "str_column", "has_event", "symbol_column",
+    "event_times", "times_ns", "int_column", "has_event", "symbol_column",
     "order_by_key_then_time", "grouped_stats", "dense_ids", "in_row_order", "last_per_group",
 ]
 
@@ -37,10 +37,6 @@ def event_times(df: pd.DataFrame) -> np.ndarray:
 
 def int_column(df: pd.DataFrame, name: str) -> np.ndarray:
     return df[name].to_numpy(dtype=np.int64)
-
-
-def str_column(df: pd.DataFrame, name: str) -> np.ndarray:
-    return df[name].astype(str).to_numpy(dtype=object)
 
 
 def symbol_column(df: pd.DataFrame, name: str) -> np.ndarray:
