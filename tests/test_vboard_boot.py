@@ -1,0 +1,106 @@
+"""Boot kernel variants on the virtual board: direct boot, kexec switch, LISA target.
+
+Builds (or takes from the cache) the iowait-boost study's two variants, boots the
+baseline, checks the guest's shape from inside (two LLC domains, emulated idle
+states and OPPs, tracefs), reaches it through LISA with target-configs/vboard.yml,
+switches to the patched variant by kexec and checks that the patched kernel runs.
+Expected kernel identities come from the build (lisa_ext.kernel.build's artefacts), the running
+ones are read over plain ssh here, not through the deploy code under test.
+"""
+
+import pytest
+from vboard_helpers import BASELINE, PATCHED, REPO, guest, require_board_capabilities
+
+pytestmark = pytest.mark.vboard
+
+
+@pytest.fixture(scope="module")
+def artefacts():
+    require_board_capabilities()
+    from lisa_ext.kernel.build import build_variant
+
+    return build_variant(BASELINE), build_variant(PATCHED)
+
+
+@pytest.fixture(scope="module")
+def booted(artefacts):
+    from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.vboard.board import VirtualBoard
+
+    board = VirtualBoard()
+    board.down()
+    provenance = deploy_variant(board, BASELINE, method="boot")
+    yield board, provenance
+    board.down()
+
+
+def test_direct_boot_runs_the_built_kernel(artefacts, booted):
+    board, provenance = booted
+    baseline = artefacts[0]
+    assert provenance["method"] == "boot"
+    assert guest(board, "uname -r").strip() == baseline.release
+    assert guest(board, "uname -v").strip() == baseline.version_string
+    assert provenance["running"]["build_id"] == baseline.build_id
+
+
+def test_guest_has_two_llc_domains(booted):
+    board, _ = booted
+    shared = guest(board, "for c in 0 1 2 3; do cat /sys/devices/system/cpu/cpu$c/cache/index3/shared_cpu_list; done")
+    assert shared.split() == ["0-1", "0-1", "2-3", "2-3"]
+    # /proc/schedstat lists each CPU's scheduling domains with their CPU masks:
+    # a socket (MC, the LLC) under the whole machine
+    domains, cpu = {}, None
+    for line in guest(board, "cat /proc/schedstat").splitlines():
+        fields = line.split()
+        if fields and fields[0].startswith("cpu"):
+            cpu = fields[0]
+        elif fields and fields[0].startswith("domain"):
+            domains.setdefault(cpu, []).append(fields[1])
+    assert domains["cpu0"] == ["3", "f"] and domains["cpu2"] == ["c", "f"], domains
+
+
+def test_guest_has_emulated_idle_states_and_opps(booted):
+    board, _ = booted
+    idle = guest(board, "cat /sys/devices/system/cpu/cpuidle/current_driver; "
+                        "ls /sys/devices/system/cpu/cpu0/cpuidle | wc -l").split()
+    assert idle[0].startswith("lisa"), idle
+    assert int(idle[1]) >= 2
+    freq = guest(board, "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_driver "
+                        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_available_frequencies "
+                        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").split("\n")
+    assert freq[0].startswith("lisa"), freq
+    assert len(freq[1].split()) >= 3
+    assert freq[2] == "schedutil"
+    events = guest(board, "cat /sys/kernel/tracing/available_events")
+    for event in ("power:cpu_idle_miss", "power:cpu_frequency", "sched:sched_switch"):
+        assert event in events
+
+
+def test_lisa_reaches_the_board_through_the_target_config(booted):
+    from lisa_ext.compat import import_lisa
+
+    board, _ = booted
+    lisa_target = import_lisa("lisa.target")
+    conf = lisa_target.TargetConf.from_yaml_map(str(REPO / "target-configs" / "vboard.yml"))
+    target = lisa_target.Target.from_conf(conf)
+    assert target.execute("uname -r").strip() == guest(board, "uname -r").strip()
+    assert target.number_of_cpus == 4
+
+
+def test_kexec_switches_to_the_patched_variant(artefacts, booted):
+    from lisa_ext.kernel.deploy import deploy_variant
+
+    board, _ = booted
+    patched = artefacts[1]
+    boot_id = guest(board, "cat /proc/sys/kernel/random/boot_id").strip()
+    qemu_pid = board.status()["pid"]
+    provenance = deploy_variant(board, PATCHED, method="kexec")
+    assert provenance["method"] == "kexec"
+    assert board.status()["pid"] == qemu_pid  # same QEMU: the guest rebooted itself
+    assert guest(board, "cat /proc/sys/kernel/random/boot_id").strip() != boot_id
+    assert guest(board, "uname -r").strip() == patched.release
+    assert guest(board, "uname -v").strip() == patched.version_string
+    # the kexec'd kernel found its own modules (unpacked over SSH) and loaded them
+    loaded = guest(board, "cut -d' ' -f1 /proc/modules").split()
+    for module in patched.modules:
+        assert module.name in loaded

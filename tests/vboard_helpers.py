@@ -1,0 +1,38 @@
+"""Shared by the virtual-board tests: variant paths, capability check, plain ssh."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE = REPO / "kernels" / "iowait-boost" / "baseline.yml"
+PATCHED = REPO / "kernels" / "iowait-boost" / "no-iowait-boost.yml"
+
+
+def require_board_capabilities():
+    """Skip with a reason where the board cannot run; never in CI, which must run it."""
+    missing = [tool for tool in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4")
+               if shutil.which(tool) is None]
+    problem = None
+    if os.geteuid() != 0:
+        problem = "needs root (debootstrap)"
+    elif missing:
+        problem = f"missing tools: {', '.join(missing)}"
+    if problem:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the virtual board cannot run in CI: {problem}")
+        pytest.skip(problem)
+
+
+def guest(board, command: str) -> str:
+    """Run a command on the guest with a plain ssh call built here."""
+    status = board.status()
+    from lisa_ext.vboard.rootfs import ssh_key_path
+
+    argv = ["ssh", "-i", str(ssh_key_path()), "-p", str(status["ssh_port"]), "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "root@127.0.0.1", command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
