@@ -53,7 +53,9 @@ class BoardSettings:
     sockets: int = 2
     cores_per_socket: int = 2
     memory_mb: int = 1024
-    accel: str = "tcg,thread=multi"
+    # One host thread for all vCPUs: with multi-threaded TCG, enabling tracepoints
+    # (text_poke_bp's int3 dance) oopsed a guest with "int3" in __schedule.
+    accel: str = "tcg,thread=single"
     cpu: str = "max"
     ssh_port: int = 10022  # target-configs/vboard.yml says so; 0: a free port
     boot_timeout_s: int = 600

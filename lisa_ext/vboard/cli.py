@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--sockets", type=int, default=2, help="sockets, each its own LLC (default 2)")
     up.add_argument("--cores-per-socket", type=int, default=2, help="cores per socket (default 2)")
     up.add_argument("--memory-mb", type=int, default=1024, help="guest memory (default 1024)")
-    up.add_argument("--accel", default="tcg,thread=multi",
-                    help="QEMU accelerator (default tcg,thread=multi; the studies assume TCG)")
+    up.add_argument("--accel", default="tcg,thread=single",
+                    help="QEMU accelerator (default tcg,thread=single; the studies assume TCG)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="power the board off")

@@ -59,7 +59,7 @@ class QemuMachine:
     sockets: int = 2
     cores_per_socket: int = 2
     memory_mb: int = 1024
-    accel: str = "tcg,thread=multi"
+    accel: str = "tcg,thread=single"
     cpu: str = "max"
     #: IOPS limit of the scratch disk: each I/O on it is a real wait (an eMMC-like device)
     scratch_iops: int = 500
