@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -86,9 +87,15 @@ def test_short_fuzz_run(tmp_path):
     work.mkdir()
     for entry in CORPUS.iterdir():  # start from the corpus, write new finds elsewhere
         (work / entry.name).write_bytes(entry.read_bytes())
+    # Linux carries the peak RSS of the forking process over execve (exec_mmap), and
+    # libFuzzer's RSS limit reads that peak: allow 2 GiB on top of what pytest itself
+    # peaked at, or a long test session makes a healthy fuzzer report "out-of-memory".
+    inherited_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    # a fixed seed and run count: the same inputs in every CI run, no flaky verdicts
     proc = subprocess.run(
-        [sys.executable, str(FUZZ_DIR / "fuzz_tracedat.py"), str(work), "-max_total_time=30",
-         "-timeout=30", "-max_len=200", "-len_control=0", f"-artifact_prefix={tmp_path}/crash-"],
+        [sys.executable, str(FUZZ_DIR / "fuzz_tracedat.py"), str(work), "-seed=1", "-runs=600",
+         f"-rss_limit_mb={inherited_mb + 2048}", "-timeout=30", "-max_len=200", "-len_control=0",
+         f"-artifact_prefix={tmp_path}/crash-"],
         capture_output=True, text=True, cwd=REPO, timeout=300,
     )
     crashes = list(tmp_path.glob("crash-*"))
