@@ -64,6 +64,11 @@ def test_wq_placement_and_iowait_json_on_shared_fio(capsys):
         got = figures["workqueues"][name]
         assert got["count"] == w["count"] and got["same_llc_frac"] is None
         assert math.isclose(got["lat_p99"], w["lat_p99"], rel_tol=1e-6, abs_tol=2e-9)
+    # per-function figures are keyed by the names trace-cmd report prints (%ps), not addresses
+    by_function = ref.placement(ref.work_items(events), "function")
+    assert set(figures["functions"]) == set(by_function) and "blk_mq_run_work_fn" in by_function
+    for name, w in by_function.items():
+        assert figures["functions"][name]["count"] == w["count"]
     code, out, err = run(capsys, "iowait-boost", FIO, "--json")
     assert code == 0, err
     figures = json.loads(out)

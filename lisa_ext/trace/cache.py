@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "CacheEntryDamaged", "clear"]
 
 #: Version of what is stored; part of every key.
-CACHE_FORMAT = "lisa-ext-traces-2"
+CACHE_FORMAT = "lisa-ext-traces-3"  # 3: %ps fields as symbols in LISA frames, systrace text dumps
 _LINE_COLUMN = "__line"
 
 

@@ -23,7 +23,13 @@ The frames are built to equal what LISA's own parser gives for the same file
   the ``string`` dtype, arrays as lists;
 * ``print``/``bprint``/``bputs``: ``ip`` as text (the kernel symbol containing
   the address, as ``trace-cmd report`` resolves it, or ``0x...``) and
-  ``buf``/``str`` as bytes, which is what LISA's meta-event parsing reads.
+  ``buf``/``str`` as bytes, which is what LISA's meta-event parsing reads;
+* trace.dat fields the event's print fmt formats as kernel symbols
+  (``%ps``/``%pf``: ``name``; ``%pS``/``%pF``: ``name+0xoff``; ``0x...`` when
+  no symbol holds the address), e.g. ``workqueue_execute_start.function``:
+  the symbol text, as ``trace-cmd report`` prints it and LISA's own parser
+  returns it, resolved through the kallsyms stored in the file. The Arrow
+  tables of :func:`lisa_ext.trace.read_trace` keep the raw address.
 
 Text and systrace traces that show ``print`` events as ``tracing_mark_write:
 text`` (tracefs, atrace) also get them as a ``print`` frame, so LISA's
@@ -131,6 +137,7 @@ class _Prepared:
     cache_dir: str | None = None  # directory of the cache entry, if cached
     times: dict[str, np.ndarray] | None = None
     symbols: tuple[list[int], list[str]] | None = None
+    symbol_fields: dict[str, dict[str, str]] | None = None  # event -> {field: %p letter}
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # event shown -> event read
 
@@ -239,19 +246,44 @@ def _kallsyms(prepared: _Prepared) -> tuple[list[int], list[str]]:
     return prepared.symbols
 
 
-def _resolve_ip(prepared: _Prepared, ips: pd.Series) -> pd.Series:
-    """``%ps`` as trace-cmd prints it: the symbol containing the address, else hex."""
+def _resolve_ip(prepared: _Prepared, ips: pd.Series, with_offset: bool = False) -> pd.Series:
+    """An address as trace-cmd prints it for ``%ps``: the symbol containing it, else hex.
+
+    With ``with_offset`` (``%pS``/``%pF``), the offset into the symbol
+    follows: ``name+0x1c``, as libtraceevent's ``print_function()`` does.
+    """
     if not pd.api.types.is_integer_dtype(ips.dtype):
         return ips.astype("string")
     addrs, names = _kallsyms(prepared)
     resolved = {}
     for ip in pd.unique(ips):
+        if pd.isna(ip):
+            continue
         i = bisect.bisect_right(addrs, int(ip)) - 1
         # libtraceevent's function map ends with a sentinel: past the last
         # symbol only an exact match resolves
         inside = 0 <= i < len(addrs) - 1 or (0 <= i and addrs[i] == ip)
-        resolved[ip] = names[i] if inside else f"0x{int(ip):x}"
+        if not inside:
+            resolved[ip] = f"0x{int(ip):x}"
+        else:
+            resolved[ip] = f"{names[i]}+0x{int(ip) - addrs[i]:x}" if with_offset else names[i]
     return ips.map(resolved).astype("string")
+
+
+def _symbol_fields(prepared: _Prepared, event: str) -> dict[str, str]:
+    """Fields of ``event`` its print fmt shows as symbols (``%ps``...), trace.dat only.
+
+    ``trace-cmd report`` prints them as symbol names, which is what LISA's own
+    parser returns; the Arrow tables keep the raw address.
+    """
+    if prepared.meta.get("format") != "tracedat":
+        return {}
+    if prepared.symbol_fields is None:
+        from lisa_ext.trace.tracedat import open_tracedat
+
+        prepared.symbol_fields = {fmt.name: fmt.symbol_fields
+                                  for fmt in open_tracedat(prepared.path).events.values()}
+    return prepared.symbol_fields.get(event, {})
 
 
 def _convert_inferred(series: pd.Series) -> pd.Series:
@@ -280,6 +312,11 @@ def _frame(prepared: _Prepared, event: str) -> pd.DataFrame:
               "__cpu": df["__cpu"].astype("uint32")}
     fields = [c for c in df.columns if c not in header]
     described = prepared.field_dtypes.get(event)
+    if event not in _TEXT_EVENTS:  # their ip is resolved below
+        for name, letter in _symbol_fields(prepared, event).items():
+            # LISA reads some such fields as numbers (funcgraph_entry.func: uint64)
+            if name in df.columns and (described is None or described.get(name) in (None, "string")):
+                df[name] = _resolve_ip(prepared, df[name], with_offset=letter in "SF")
     columns = dict(header)
     if event in _TEXT_EVENTS:
         content = _TEXT_EVENTS[event]

@@ -17,7 +17,9 @@ then each event field, ``common_*`` fields excluded, in the order of the
 event's format, named as in the format:
 
 * signed / unsigned integers: ``int8`` .. ``int64`` / ``uint8`` .. ``uint64``
-  of the field's size and sign;
+  of the field's size and sign; pointers the print fmt shows as symbols
+  (``%ps``, ``%pS``, e.g. ``workqueue_execute_start.function``) stay raw
+  addresses here: :mod:`lisa_ext.trace.lisa_parser` resolves them for LISA;
 * fixed ``char[N]``: string, cut at the first NUL;
 * ``__data_loc char[]``: string;
 * other ``__data_loc`` arrays and fixed non-char arrays: ``list<int..>``.

@@ -121,6 +121,16 @@ class EventFormat:
     def field(self, name: str) -> FormatField | None:
         return next((f for f in self.fields if f.name == name), None)
 
+    @functools.cached_property
+    def symbol_fields(self) -> dict[str, str]:
+        """Fields the print fmt shows as kernel symbols: name -> ``"s"``, ``"S"``, ``"f"`` or ``"F"``.
+
+        Only plain ``REC->field`` arguments (casts allowed) of a ``%ps``,
+        ``%pS``, ``%pf`` or ``%pF`` conversion count, e.g. ``function`` of
+        ``"work struct %p: function %ps", REC->work, REC->function``.
+        """
+        return symbol_conversions(self.print_fmt)
+
 
 @dataclass
 class TraceDatFile:
@@ -145,6 +155,57 @@ class TraceDatFile:
     def kallsyms(self) -> list[tuple[int, str]]:
         """(address, name) sorted by address; parsed on first use (it is large)."""
         return _parse_kallsyms(self.kallsyms_text)
+
+
+# libtraceevent's conversions: flags, width, precision, length, then the type;
+# ``%p`` takes the kernel's extension letter (``%ps``, ``%pS``, ``%pK``, ...)
+_CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d*)(?:\.(?P<prec>\*|\d*))?"
+                         r"(?:hh|h|ll|l|z|j|t|L)?(?P<type>p[a-zA-Z]?|[a-zA-Z%])")
+_REC_FIELD = re.compile(r"^(?:\([^()]*\)\s*)*REC->(\w+)$")
+
+
+def _split_args(text: str) -> list[str]:
+    """Top-level comma-separated arguments of a print fmt (after the format string)."""
+    args, depth, start, quoted = [], 0, 0, False
+    for i, ch in enumerate(text):
+        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+    args.append(text[start:].strip())
+    return args
+
+
+def symbol_conversions(print_fmt: str) -> dict[str, str]:
+    """``{field: letter}`` for the ``REC->field`` arguments printed by ``%p[sSfF]``."""
+    m = re.match(r'^\s*((?:"(?:[^"\\]|\\.)*"\s*)+)(.*)$', print_fmt, re.S)
+    if m is None:
+        return {}
+    fmt = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m[1]))
+    rest = m[2].strip()
+    args = _split_args(rest[1:]) if rest.startswith(",") else []
+    out: dict[str, str] = {}
+    index = 0
+    for conv in _CONVERSION.finditer(fmt):
+        kind = conv["type"]
+        if kind == "%":
+            continue
+        index += (conv["width"] == "*") + (conv["prec"] == "*")  # '*' consumes an argument
+        if index >= len(args):
+            break
+        if kind in ("ps", "pS", "pf", "pF"):
+            rec = _REC_FIELD.match(args[index])
+            if rec:
+                out[rec[1]] = kind[1]
+        index += 1
+    return out
 
 
 # --------------------------------------------------------------------------
