@@ -162,6 +162,42 @@ def test_systrace_old_javascript_string_form():
     assert first["next_comm"] == "kworker/0:0" and first["prev_state"] == "S"
 
 
+def test_systrace_javascript_text_dump():
+    """catapult's android_systrace.txt: the linuxPerfData string saved as text, lines end in ``\\n\\``."""
+    path = shared_trace("public/catapult/android_systrace.txt")
+    lines = path.read_text().splitlines()
+    assert all(line.endswith("\\n\\") for line in lines if line)  # the format this test is about
+    event_line = re.compile(r"^\s*(.+)-(\d+)\s+\[(\d+)\] (\d+)\.(\d+): (\w+): (.*)\\n\\$")
+    parsed = [m for m in map(event_line.match, lines) if m]
+    tables = read_trace(path, cache=False)
+    assert detect_format(path) == "text" and tables.meta["warnings"] == []
+    expected_counts = {}
+    for m in parsed:
+        expected_counts[m[6]] = expected_counts.get(m[6], 0) + 1
+    assert tables.meta["event_counts"] == expected_counts
+    assert expected_counts["sched_switch"] == 58 and expected_counts["sched_wakeup"] == 33
+    switch_fields = re.compile(r"prev_comm=(.*) prev_pid=(\d+) prev_prio=(\d+) prev_state=(\S+) ==> "
+                               r"next_comm=(.*) next_pid=(\d+) next_prio=(\d+)$")
+    switches = [switch_fields.match(m[7]) for m in parsed if m[6] == "sched_switch"]
+    got = tables["sched_switch"]
+    # the last field of a line used to keep the "\n\" residue ("120\n\")
+    assert got["next_prio"].to_pylist() == [int(s[7]) for s in switches]
+    assert got["next_comm"].to_pylist() == [s[5] for s in switches]
+    assert got["prev_state"].to_pylist() == [s[4] for s in switches]
+    assert got["__timestamp"].to_pylist() == sorted(
+        int(m[4]) * 10**9 + int(m[5].ljust(9, "0")) for m in parsed if m[6] == "sched_switch")
+    wakeups = [re.search(r"target_cpu=(\d+)$", m[7]) for m in parsed if m[6] == "sched_wakeup"]
+    assert tables["sched_wakeup"]["target_cpu"].to_pylist() == [int(w[1]) for w in wakeups]
+
+
+def test_javascript_line_continuations_only_when_the_text_starts_so():
+    end = "\\n\\"  # backslash, n, backslash
+    plain = parse_text_lines(["  a-1 [000] 1.000001: x: v=2", "  a-1 [000] 1.000002: x: v=ends" + end])
+    assert plain["x"]["v"].to_pylist() == ["2", "ends" + end]
+    js = parse_text_lines(["# tracer: nop" + end, "  a-1 [000] 1.000001: x: v=q" + "\\\"" + "s" + end])
+    assert js["x"]["v"].to_pylist() == ['q"s']
+
+
 def test_systrace_compressed_trace_data_equals_plain(tmp_path):
     path = shared_trace("public/trappy/trace_surfaceflinger.html")
     html = path.read_text()

@@ -32,6 +32,12 @@ result has the same shape as :func:`lisa_ext.trace.tracedat.read_tracedat`:
   (``prev_state=S ==> next_comm=...``) and of trace-cmd's sched plugin
   (``comm:pid [prio] S ==> comm:pid [prio]``) give the kernel's field names.
 
+A text dump of an old systrace page's JavaScript string (``var linuxPerfData``
+body saved as is, e.g. catapult's ``android_systrace.txt``) ends every line
+with a literal ``\\n\\`` (newline escape, then line continuation): when the
+first non-blank line ends so, that suffix is removed from every line and the
+other JavaScript escapes (``\\\\``, ``\\"``, ``\\t``) are undone.
+
 Timestamps are converted to integer nanoseconds exactly (``12.345678`` ->
 ``12345678000``). Tables are sorted by timestamp, ties kept in file order.
 :attr:`TraceTables.meta` has, besides the common keys, ``"warnings"`` (lines
@@ -42,6 +48,7 @@ timestamp across tables (LISA's time deduplication depends on it).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -84,6 +91,10 @@ _PLUGIN_WAKEUP = re.compile(
     r"^(?P<comm>.*):(?P<pid>\d+) \[(?P<prio>-?\d+)\](?: success=(?P<success>\d+))?"
     r" CPU:(?P<target_cpu>\d+)$"
 )
+# old systrace: the ftrace text as a JavaScript string, one "...\n\" per line
+_JS_LINE_END = "\\n\\"
+_JS_ESCAPE = re.compile(r"\\(.)")
+_JS_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 _INT64_MAX = 2**63 - 1
 _UINT64_MAX = 2**64 - 1
 
@@ -197,6 +208,25 @@ def _drop_last(lines: Iterable[str], warnings: list[str], source: str, first_lin
         )
 
 
+def _undo_js_continuations(lines: Iterable[str]) -> Iterator[str]:
+    """Lines of a systrace JavaScript string dump as plain text; other text unchanged."""
+    lines = iter(lines)
+    head: list[str] = []
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    if not head or not head[-1].rstrip("\r\n").endswith(_JS_LINE_END):
+        yield from head
+        yield from lines
+        return
+    for line in itertools.chain(head, lines):
+        body = line.rstrip("\r\n")
+        if body.endswith(_JS_LINE_END):
+            body = body[: -len(_JS_LINE_END)]
+        yield _JS_ESCAPE.sub(lambda m: _JS_ESCAPES.get(m.group(1), m.group(1)), body)
+
+
 def _lines(source: str | os.PathLike | Iterable[str]) -> Iterator[str]:
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
@@ -241,6 +271,7 @@ def parse_text_lines(
 
     if incomplete_last_line:
         lines = _drop_last(lines, warnings, source, first_line)
+    lines = _undo_js_continuations(lines)
     for lineno, line in enumerate(lines, start=first_line):
         line = line.rstrip("\r\n")
         match = _HEADER.match(line)
