@@ -18,9 +18,7 @@ from the functions below (:func:`campaign_overview`, :func:`per_run_table`, :fun
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -173,31 +171,6 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 # -- the command ----------------------------------------------------------------
 
-def _execute_notebook(campaign_dir: Path, out_html: Path) -> Path:
-    import nbformat
-    import papermill
-    from nbconvert import HTMLExporter
-
-    out_html.parent.mkdir(parents=True, exist_ok=True)
-    executed = out_html.with_suffix(".ipynb")
-    papermill.execute_notebook(
-        str(NOTEBOOK), str(executed), parameters={"campaign_dir": str(campaign_dir)},
-        kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False, log_output=False,
-    )
-    nb = nbformat.read(executed, as_version=4)
-    exporter = HTMLExporter(template_name="lab")
-    exporter.log.setLevel(logging.ERROR)  # e.g. "alternative text is missing" for each figure
-    exporter.exclude_input_prompt = True
-    exporter.exclude_output_prompt = True
-    body, _resources = exporter.from_notebook_node(nb)
-    # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
-    body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)
-    tmp = out_html.with_name(out_html.name + ".part")
-    tmp.write_text(body, encoding="utf-8")
-    os.replace(tmp, out_html)
-    return out_html
-
-
 def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
     from lisa_ext.campaign.cli import quiet_lisa_logs
@@ -223,7 +196,9 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     echo(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
          + (f", {summary.skipped} kept from before" if summary.skipped else ""))
     echo("executing notebooks/quickstart.ipynb ...")
-    return _execute_notebook(campaign_dir.resolve(), out_html)
+    from lisa_ext.study import execute_notebook
+
+    return execute_notebook(NOTEBOOK, out_html, {"campaign_dir": str(campaign_dir.resolve())})
 
 
 def _handler(args: argparse.Namespace) -> int:

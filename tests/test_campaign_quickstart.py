@@ -14,12 +14,14 @@ import pytest
 
 from campaign_helpers import REPO
 from lisa_ext import quickstart
+from lisa_ext.study import execute_notebook
 
 SAMPLE = REPO / "data" / "samples" / "wq-affinity"
 
 
 def test_notebook_report_from_sample(tmp_path):
-    html = quickstart._execute_notebook(SAMPLE, tmp_path / "quickstart.html")
+    html = execute_notebook(quickstart.NOTEBOOK, tmp_path / "quickstart.html",
+                            {"campaign_dir": str(SAMPLE)})
     text = html.read_text()
     # the figure is embedded as a PNG, and nothing is fetched from the network
     pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', text)
