@@ -6,7 +6,6 @@ load, not by timing it.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -18,16 +17,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.trace import cache as trace_cache
 from lisa_ext.trace import read_trace
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
-
-
-def shared_trace(rel: str) -> Path:
-    path = TRACES / rel
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"shared trace {path} missing in CI")
-        pytest.skip(f"shared trace {path} not available")
-    return path
+from shared_traces import shared_trace
 
 
 @pytest.fixture

@@ -19,15 +19,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+from shared_traces import shared_trace as _existing_shared_trace
 
 
 def shared_trace(rel: str) -> Path:
-    path = TRACES / rel
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"shared trace {path} missing in CI")
-        pytest.skip(f"shared trace {path} not available")
+    path = _existing_shared_trace(rel)
     if shutil.which("trace-cmd") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("trace-cmd missing in CI (LISA's parser needs it)")

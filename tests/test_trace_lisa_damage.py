@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from lisa_ext.errors import UserError
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
-
-
-def shared_trace(rel: str) -> Path:
-    path = TRACES / rel
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"shared trace {path} missing in CI")
-        pytest.skip(f"shared trace {path} not available")
-    return path
+from shared_traces import shared_trace
 
 
 @pytest.fixture(autouse=True)

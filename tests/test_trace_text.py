@@ -24,7 +24,7 @@ from lisa_ext.trace import detect_format, read_trace
 from lisa_ext.trace.systrace import read_systrace
 from lisa_ext.trace.text import parse_text_lines, read_text
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+from shared_traces import shared_trace
 DAT_TRACES = [
     "public/lisa/sched_load_trace.dat",
     "public/lisa/example_rtapp_trace.dat",
@@ -34,15 +34,6 @@ DAT_TRACES = [
     "public/lisa/raw_trace.dat",
 ]
 COMMON = ["__timestamp", "__cpu", "__pid", "__comm"]
-
-
-def shared_trace(rel: str) -> Path:
-    path = TRACES / rel
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"shared trace {path} missing in CI")
-        pytest.skip(f"shared trace {path} not available")
-    return path
 
 
 def trace_cmd_report(path: Path, *flags: str) -> list[str]:

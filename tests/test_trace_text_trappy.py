@@ -10,15 +10,13 @@ or the ``\\n\\`` left by the JavaScript string of old systrace pages) as text.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lisa_ext.trace import read_trace
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+from shared_traces import shared_trace
 
 CASES = [
     ("public/lisa/lisa_tests_trace.txt", "FTrace", ["sched_switch", "sched_wakeup"]),
@@ -28,15 +26,6 @@ CASES = [
 TRAPPY_RENAMES = {"cpu_frequency": {"frequency": "state", "cpu": "cpu_id"}}
 # trappy reads these as signed 32-bit: cpu_idle's exit state 4294967295 is its -1
 TRAPPY_SIGNED32 = {("cpu_idle", "state")}
-
-
-def shared_trace(rel: str) -> Path:
-    path = TRACES / rel
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"shared trace {path} missing in CI")
-        pytest.skip(f"shared trace {path} not available")
-    return path
 
 
 def _plain(value):
