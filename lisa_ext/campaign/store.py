@@ -17,6 +17,7 @@ is always a finished run (status "ok" or "failed").
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from dataclasses import asdict, dataclass
@@ -24,11 +25,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 __all__ = [
-    "Metric", "RunKey", "RunResult", "CampaignStore", "TMP_PREFIX",
-    "metrics_table", "METRICS_COLUMNS",
+    "Metric", "RunKey", "RunResult", "CampaignStore", "TMP_PREFIX", "RUN_STATUSES",
+    "load_result", "metrics_table", "METRICS_COLUMNS",
 ]
 
 TMP_PREFIX = ".tmp-"
+RUN_STATUSES = ("ok", "failed")
 METRICS_COLUMNS = ["campaign", "variant", "workload", "metric", "unit", "lower_is_better",
                    "iteration", "value"]
 
@@ -76,10 +78,51 @@ class RunResult:
         d["metrics"] = [m.to_json() for m in self.metrics]
         return d
 
-    @classmethod
-    def from_json(cls, d: dict) -> "RunResult":
-        return cls(d["campaign"], d["variant"], d["workload"], int(d["iteration"]), d["status"],
-                   d.get("error"), [Metric(**m) for m in d.get("metrics", [])])
+
+def load_result(path: Path, expected: RunKey | None = None) -> RunResult:
+    """Read and check one ``result.json``: a bad file is a SpecError naming it and the key.
+
+    ``expected`` is the run its directory names; the file must agree with it.
+    """
+    from lisa_ext.errors import SpecError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(path, "<file>", f"cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(path, f"line {exc.lineno} column {exc.colno}",
+                        f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise SpecError(path, "<top>", "expected a JSON object")
+    if expected is not None:
+        for key in ("variant", "workload", "iteration"):
+            if data.get(key) != getattr(expected, key):
+                raise SpecError(path, key, f"is {data.get(key)!r} but the directory says "
+                                f"{getattr(expected, key)!r}")
+    status = data.get("status")
+    if status not in RUN_STATUSES:
+        raise SpecError(path, "status", f"expected one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    raw = data.get("metrics") or []
+    if not isinstance(raw, list):
+        raise SpecError(path, "metrics", "expected a list")
+    metrics = []
+    for i, m in enumerate(raw):
+        where = f"metrics[{i}]"
+        if not isinstance(m, dict):
+            raise SpecError(path, where, "expected an object with name, value, unit, lower_is_better")
+        for key, kind in (("name", str), ("unit", str), ("lower_is_better", bool)):
+            if not isinstance(m.get(key), kind):
+                raise SpecError(path, f"{where}.{key}", f"expected a {kind.__name__}, got {m.get(key)!r}")
+        value = m.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                (isinstance(value, float) and math.isinf(value)):
+            raise SpecError(path, f"{where}.value", f"expected a finite number, got {value!r}")
+        metrics.append(Metric(m["name"], float(value), m["unit"], m["lower_is_better"]))
+    error = data.get("error")
+    return RunResult(str(data.get("campaign", "")), str(data.get("variant")), str(data.get("workload")),
+                     int(data.get("iteration", -1)), status, None if error is None else str(error),
+                     metrics)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -157,8 +200,9 @@ class CampaignStore:
         for result in self.runs_dir.glob("*/*/*/result.json"):
             if not result.parent.name.isdigit():
                 continue
-            with open(result, encoding="utf-8") as f:
-                found.append((result.parent, RunResult.from_json(json.load(f))))
+            wdir, vdir = result.parent.parent, result.parent.parent.parent
+            key = RunKey(vdir.name, wdir.name, int(result.parent.name))
+            found.append((result.parent, load_result(result, key)))
         yield from sorted(found, key=lambda pr: pr[1].key)
 
     def results(self) -> dict[RunKey, RunResult]:

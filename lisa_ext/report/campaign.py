@@ -14,19 +14,17 @@ metrics are not used); hidden directories are runs still being written.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from lisa_ext.campaign.store import RunKey, load_result
 from lisa_ext.errors import SpecError, UserError
 
 __all__ = ["Run", "Campaign", "TRACE_FILES", "read_campaign", "metrics_frame"]
 
-_STATUSES = ("ok", "failed")
 #: trace file names a run directory may hold, in order of preference
 TRACE_FILES = ("trace.dat", "trace.html", "trace.txt")
 
@@ -100,41 +98,9 @@ def _spec_order(root: Path) -> tuple[str | None, list[str], list[str]]:
 
 
 def _load_result(path: Path, variant: str, workload: str, iteration: int) -> Run:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(path, "<file>", f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise SpecError(path, f"line {exc.lineno} column {exc.colno}",
-                        f"not valid JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise SpecError(path, "<top>", "expected a JSON object")
-    for key, expected in (("variant", variant), ("workload", workload), ("iteration", iteration)):
-        if data.get(key) != expected:
-            raise SpecError(path, key, f"is {data.get(key)!r} but the directory says {expected!r}")
-    status = data.get("status")
-    if status not in _STATUSES:
-        raise SpecError(path, "status", f"expected one of {', '.join(_STATUSES)}, got {status!r}")
-    metrics = []
-    raw = data.get("metrics") or []
-    if not isinstance(raw, list):
-        raise SpecError(path, "metrics", "expected a list")
-    for i, m in enumerate(raw):
-        where = f"metrics[{i}]"
-        if not isinstance(m, dict):
-            raise SpecError(path, where, "expected an object with name, value, unit, lower_is_better")
-        for key, kind in (("name", str), ("unit", str), ("lower_is_better", bool)):
-            if not isinstance(m.get(key), kind):
-                raise SpecError(path, f"{where}.{key}", f"expected a {kind.__name__}, "
-                                f"got {m.get(key)!r}")
-        value = m.get("value")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                (isinstance(value, float) and math.isinf(value)):
-            raise SpecError(path, f"{where}.value", f"expected a finite number, got {value!r}")
-        metrics.append((m["name"], float(value), m["unit"], m["lower_is_better"]))
-    error = data.get("error")
-    return Run(variant, workload, iteration, path.parent, status,
-               None if error is None else str(error), tuple(metrics))
+    result = load_result(path, RunKey(variant, workload, iteration))
+    return Run(variant, workload, iteration, path.parent, result.status, result.error,
+               tuple((m.name, m.value, m.unit, m.lower_is_better) for m in result.metrics))
 
 
 def _ordered(seen: set[str], spec: list[str]) -> list[str]:
