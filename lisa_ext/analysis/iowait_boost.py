@@ -119,7 +119,8 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         df = self.trace.df_event("sched_switch")
         time, cpu = times_ns(df), int_column(df, "__cpu")
         n = len(df)
-        order = order_by_key_then_time(cpu, np.zeros(n, dtype=np.int64))
+        # A stable sort by CPU keeps each CPU's rows in row (time) order.
+        order = np.argsort(dense_ids(cpu)[1], kind="stable")
         t_sorted, c_sorted = time[order], cpu[order]
         # Duration to the next switch of the same CPU, put back in row order.
         duration = np.full(n, -1, dtype=np.int64)

@@ -92,23 +92,23 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         wake = self.trace.df_event(self.wakeup_event())
         switch = self.trace.df_event("sched_switch")
         sw_time, wk_time = times_ns(switch), times_ns(wake)
-        # Rows: switch-outs, wakeups, switch-ins of every task but idle, in
-        # that order so that simultaneous rows of one task sort out < wakeup < in.
-        streams = [
-            (int_column(switch, "prev_pid"), sw_time),
-            (int_column(wake, "pid"), wk_time),
-            (int_column(switch, "next_pid"), sw_time),
-        ]
-        rows = [np.flatnonzero(p != 0) for p, _ in streams]
-        sizes = np.cumsum([0] + [len(r) for r in rows])
-        pid = np.concatenate([p[r] for (p, _), r in zip(streams, rows)])
-        time = np.concatenate([t[r] for (_, t), r in zip(streams, rows)])
+        # Rows: switch-outs, wakeups, switch-ins, in that order so that
+        # simultaneous rows of one task sort out < wakeup < in. The idle task
+        # (pid 0) is kept as a group of its own, cheaper than filtering it out
+        # of every stream (each new large array costs page faults); its
+        # latencies, if any, are dropped below.
+        n_switch, n_wake = len(sw_time), len(wk_time)
+        sizes = np.array([0, n_switch, n_switch + n_wake, 2 * n_switch + n_wake])
+        pid = np.concatenate([int_column(switch, "prev_pid"), int_column(wake, "pid"), int_column(switch, "next_pid")])
+        time = np.concatenate([sw_time, wk_time, sw_time])
         by_time = np.argsort(time, kind="stable")  # merges three sorted runs
         _, task = dense_ids(pid)
         task = task[by_time]
         by_task = np.argsort(task, kind="stable")  # radix sort on small ids
         order = by_time[by_task]
+        del by_time
         task = task[by_task]
+        del by_task
         kind = ((order >= sizes[1]).astype(np.int8) + (order >= sizes[2])).astype(np.int8)
 
         # A wakeup starts a latency when the task's previous row is a
@@ -124,8 +124,10 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         k_kind, k_task = kind[keep], task[keep]
         hit = np.flatnonzero((k_kind[:-1] == _WAKE) & (k_kind[1:] == _IN) & (k_task[:-1] == k_task[1:]))
         w, s = order[keep[hit]], order[keep[hit + 1]]
-        wake_rows = rows[1][w - sizes[1]]
-        switch_rows = rows[2][s - sizes[2]]
+        not_idle = pid[w] != 0
+        w, s = w[not_idle], s[not_idle]
+        wake_rows = w - sizes[1]
+        switch_rows = s - sizes[2]
         by_row = in_row_order(wake_rows, len(wake))  # wakeup rows are in time order
         w, s, wake_rows, switch_rows = w[by_row], s[by_row], wake_rows[by_row], switch_rows[by_row]
         return pd.DataFrame(
