@@ -10,7 +10,7 @@ PACKAGES=(
     # native trace decoder
     build-essential pkg-config libzstd-dev zlib1g-dev clang
     # kernel variants and the virtual board
-    linux-source-6.12 bc flex bison libelf-dev libssl-dev cpio kmod ccache
+    linux-source-6.12 git bc flex bison libelf-dev libssl-dev cpio kmod ccache e2fsprogs
     qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
     # Android targets (implemented, untested here)
     adb fastboot mkbootimg
