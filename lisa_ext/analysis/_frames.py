@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "event_times", "times_ns", "int_column", "has_event", "symbol_column",
+    "event_times", "times_ns", "int_column", "raw_int_column", "has_event", "symbol_column",
     "order_by_key_then_time", "grouped_stats", "dense_ids", "in_row_order", "last_per_group",
 ]
 
@@ -37,6 +37,16 @@ def event_times(df: pd.DataFrame) -> np.ndarray:
 
 def int_column(df: pd.DataFrame, name: str) -> np.ndarray:
     return df[name].to_numpy(dtype=np.int64)
+
+
+def raw_int_column(df: pd.DataFrame, name: str) -> np.ndarray:
+    """The column's own integer array when it has one (no copy, often
+    uint32), else :func:`int_column`. For gathering a few rows of a large
+    column, or concatenating into int64, without a full-size int64 copy."""
+    col = df[name]
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu":
+        return col.to_numpy()
+    return int_column(df, name)
 
 
 def symbol_column(df: pd.DataFrame, name: str) -> np.ndarray:
@@ -64,13 +74,15 @@ def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct sorted keys, id of each row in them), in O(n) for small keys.
     Ids are uint16 when there are few enough, so numpy's stable argsort of
     them is a radix sort."""
-    keys = np.asarray(keys, dtype=np.int64)
+    keys = np.asarray(keys)
+    if keys.dtype.kind != "u" or keys.dtype.itemsize > 4:  # narrow unsigned keys index as they are
+        keys = keys.astype(np.int64, copy=False)
     if len(keys) and keys.min() >= 0 and keys.max() < 1 << 24:
         present = np.bincount(keys) > 0
         uniq = np.flatnonzero(present)
         lut = (np.cumsum(present) - 1).astype(np.uint16 if len(uniq) <= 1 << 16 else np.int64)
         return uniq, lut[keys]
-    uniq, ids = np.unique(keys, return_inverse=True)
+    uniq, ids = np.unique(keys.astype(np.int64, copy=False), return_inverse=True)
     return uniq, ids
 
 

@@ -36,6 +36,7 @@ from lisa_ext.analysis._frames import (
     int_column,
     last_per_group,
     order_by_key_then_time,
+    raw_int_column,
     times_ns,
 )
 from lisa_ext.errors import UserError
@@ -117,7 +118,7 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         (the switched-in task, idle is pid 0), ``duration`` (s) up to the CPU's
         next ``sched_switch``; the last slice of each CPU is left out."""
         df = self.trace.df_event("sched_switch")
-        time, cpu = times_ns(df), int_column(df, "__cpu")
+        time, cpu = times_ns(df), raw_int_column(df, "__cpu")
         n = len(df)
         # A stable sort by CPU keeps each CPU's rows in row (time) order.
         order = np.argsort(dense_ids(cpu)[1], kind="stable")
@@ -130,8 +131,8 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         keep = np.flatnonzero(duration >= 0)
         return pd.DataFrame(
             {
-                "cpu": cpu[keep],
-                "pid": int_column(df, "next_pid")[keep],
+                "cpu": cpu[keep].astype(np.int64),
+                "pid": raw_int_column(df, "next_pid")[keep].astype(np.int64),
                 "comm": df["next_comm"].array.take(keep),
                 "duration": duration[keep] / 1e9,
             },
@@ -169,31 +170,47 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         ``delay`` (s), ``d_state`` (bool)."""
         df = self.trace.df_event("sched_switch")
         time = times_ns(df)
-        state = int_column(df, "prev_state")
+        state = raw_int_column(df, "prev_state")
         n = len(df)
-        pid = np.concatenate([int_column(df, "prev_pid"), int_column(df, "next_pid")])
-        order = order_by_key_then_time(pid, np.concatenate([time, time]))
-        pid = pid[order]
+        pid = np.concatenate(
+            [raw_int_column(df, "prev_pid"), raw_int_column(df, "next_pid")], dtype=np.int64, casting="unsafe"
+        )
+        both = np.concatenate([time, time])
+        by_time = np.argsort(both, kind="stable")
+        pids, ids = dense_ids(pid)
+        del pid
+        ids = ids[by_time]
+        by_task = np.argsort(ids, kind="stable")
+        # Rows by task, then time, then out before in. The concatenated times
+        # are not needed after the sort: their already-mapped buffer takes the
+        # permutation (a fresh one page-faults; mode="clip", a no-op on these
+        # in-range indices, writes out directly where the default buffers).
+        order = np.take(by_time, by_task, out=both, mode="clip")
+        del both, by_time
+        ids = ids[by_task]
+        del by_task
         is_in = order >= n
-        src = np.where(is_in, order - n, order)
-        t = time[src]
-        pair = np.zeros(len(pid), dtype=bool)
-        pair[:-1] = (~is_in[:-1]) & is_in[1:] & (pid[:-1] == pid[1:]) & (pid[:-1] != 0)
+        pair = np.zeros(len(ids), dtype=bool)
+        pair[:-1] = (~is_in[:-1]) & is_in[1:] & (ids[:-1] == ids[1:])
+        if len(pids) and pids[0] == 0:  # the idle task has id 0 when present
+            pair[:-1] &= ids[:-1] != 0
         o = np.flatnonzero(pair)
-        out_state = state[src[o]]
+        out_rows = order[o]
+        out_state = state[out_rows].astype(np.int64)
         slept = (out_state & 0xFF) != 0  # 0 = TASK_RUNNING (preempted); 0x100+ preempt markers
-        o = o[slept]
-        out_state = out_state[slept]
-        by_time = in_row_order(src[o + 1], n)  # switch-in rows are in time order
-        o, out_state = o[by_time], out_state[by_time]
+        o, out_rows, out_state = o[slept], out_rows[slept], out_state[slept]
+        in_rows = order[o + 1] - n
+        by_time = in_row_order(in_rows, n)  # switch-in rows are in time order
+        o, out_rows, in_rows, out_state = o[by_time], out_rows[by_time], in_rows[by_time], out_state[by_time]
+        in_time = time[in_rows]
         return pd.DataFrame(
             {
-                "pid": pid[o],
-                "cpu": int_column(df, "__cpu")[src[o + 1]],
-                "delay": (t[o + 1] - t[o]) / 1e9,
+                "pid": pids[ids[o]],
+                "cpu": raw_int_column(df, "__cpu")[in_rows].astype(np.int64),
+                "delay": (in_time - time[out_rows]) / 1e9,
                 "d_state": ((out_state & TASK_UNINTERRUPTIBLE) != 0) & ((out_state & TASK_NOLOAD) == 0),
             },
-            index=pd.Index(t[o + 1] / 1e9, name="Time"),
+            index=pd.Index(in_time / 1e9, name="Time"),
         )
 
     @df_running_slices.used_events

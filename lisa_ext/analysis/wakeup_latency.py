@@ -28,8 +28,8 @@ from lisa_ext.analysis._frames import (
     grouped_stats,
     has_event,
     in_row_order,
-    int_column,
     last_per_group,
+    raw_int_column,
     times_ns,
 )
 from lisa_ext.errors import UserError
@@ -99,14 +99,23 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         # latencies, if any, are dropped below.
         n_switch, n_wake = len(sw_time), len(wk_time)
         sizes = np.array([0, n_switch, n_switch + n_wake, 2 * n_switch + n_wake])
-        pid = np.concatenate([int_column(switch, "prev_pid"), int_column(wake, "pid"), int_column(switch, "next_pid")])
+        # Concatenating the raw (often uint32) columns straight into int64
+        # avoids three full-size int64 copies made only to be concatenated.
+        pid = np.concatenate(
+            [raw_int_column(switch, "prev_pid"), raw_int_column(wake, "pid"), raw_int_column(switch, "next_pid")],
+            dtype=np.int64, casting="unsafe",
+        )
         time = np.concatenate([sw_time, wk_time, sw_time])
         by_time = np.argsort(time, kind="stable")  # merges three sorted runs
         _, task = dense_ids(pid)
         task = task[by_time]
         by_task = np.argsort(task, kind="stable")  # radix sort on small ids
-        order = by_time[by_task]
-        del by_time
+        # The concatenated times are not needed after the sort: their
+        # already-mapped buffer takes the permutation (a fresh one page-faults;
+        # mode="clip", a no-op on these in-range indices, writes out directly
+        # where the default mode buffers).
+        order = np.take(by_time, by_task, out=time, mode="clip")
+        del time, by_time
         task = task[by_task]
         del by_task
         kind = ((order >= sizes[1]).astype(np.int8) + (order >= sizes[2])).astype(np.int8)
@@ -125,19 +134,19 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         hit = np.flatnonzero((k_kind[:-1] == _WAKE) & (k_kind[1:] == _IN) & (k_task[:-1] == k_task[1:]))
         w, s = order[keep[hit]], order[keep[hit + 1]]
         not_idle = pid[w] != 0
-        w, s = w[not_idle], s[not_idle]
-        wake_rows = w - sizes[1]
-        switch_rows = s - sizes[2]
-        by_row = in_row_order(wake_rows, len(wake))  # wakeup rows are in time order
-        w, s, wake_rows, switch_rows = w[by_row], s[by_row], wake_rows[by_row], switch_rows[by_row]
+        wake_rows = w[not_idle] - sizes[1]
+        switch_rows = s[not_idle] - sizes[2]
+        by_row = in_row_order(wake_rows, n_wake)  # wakeup rows are in time order
+        wake_rows, switch_rows = wake_rows[by_row], switch_rows[by_row]
+        wake_time = wk_time[wake_rows]
         return pd.DataFrame(
             {
-                "pid": pid[w],
+                "pid": raw_int_column(wake, "pid")[wake_rows].astype(np.int64),
                 "comm": wake["comm"].array.take(wake_rows),
-                "cpu": int_column(switch, "__cpu")[switch_rows],
-                "latency": (time[s] - time[w]) / 1e9,
+                "cpu": raw_int_column(switch, "__cpu")[switch_rows].astype(np.int64),
+                "latency": (sw_time[switch_rows] - wake_time) / 1e9,
             },
-            index=pd.Index(time[w] / 1e9, name="Time"),
+            index=pd.Index(wake_time / 1e9, name="Time"),
         )
 
     @df_all_wakeup_latencies.used_events
