@@ -7,9 +7,19 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["TRACES", "shared_trace"]
+__all__ = ["TRACES", "DAT_TRACES", "shared_trace"]
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+
+#: the public trace.dat files LISA 3.1's own parser reads (the oracle tests compare against it)
+DAT_TRACES = [
+    "public/lisa/sched_load_trace.dat",
+    "public/lisa/example_rtapp_trace.dat",
+    "public/lisa/trace_idle.dat",
+    "public/lisa/tests_trace_2014.dat",
+    "public/lisa/tests_trace_2019.dat",
+    "public/lisa/raw_trace.dat",
+]
 
 
 def shared_trace(rel: str) -> Path:

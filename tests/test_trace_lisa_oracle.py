@@ -40,16 +40,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from shared_traces import shared_trace
+from shared_traces import DAT_TRACES, shared_trace
 
-DAT_TRACES = [
-    "public/lisa/sched_load_trace.dat",
-    "public/lisa/example_rtapp_trace.dat",
-    "public/lisa/trace_idle.dat",
-    "public/lisa/tests_trace_2014.dat",
-    "public/lisa/tests_trace_2019.dat",
-    "public/lisa/raw_trace.dat",
-]
 TEXT_TRACES = [
     "public/lisa/lisa_tests_trace.txt",
     "public/lisa/doc_trace.txt",

@@ -24,15 +24,8 @@ from lisa_ext.trace import detect_format, read_trace
 from lisa_ext.trace.systrace import read_systrace
 from lisa_ext.trace.text import parse_text_lines, read_text
 
-from shared_traces import shared_trace
-DAT_TRACES = [
-    "public/lisa/sched_load_trace.dat",
-    "public/lisa/example_rtapp_trace.dat",
-    "public/lisa/trace_idle.dat",
-    "public/lisa/tests_trace_2014.dat",
-    "public/lisa/tests_trace_2019.dat",
-    "public/lisa/raw_trace.dat",
-]
+from shared_traces import DAT_TRACES, shared_trace
+
 COMMON = ["__timestamp", "__cpu", "__pid", "__comm"]
 
 
