@@ -8,14 +8,15 @@ vs Arrow strings, narrower integers), so everything goes through here.
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 __all__ = [
     "event_times", "times_ns", "int_column", "raw_int_column", "has_event", "symbol_column",
-    "order_by_key_then_time", "grouped_stats", "dense_ids", "in_row_order", "last_per_group",
+    "order_by_key_then_time", "grouped_stats", "dense_ids", "in_row_order", "last_per_group", "frame", "derived",
 ]
 
 #: ``cpu_idle``'s state for "exit" (PWR_EVENT_EXIT, -1 stored in a u32).
@@ -58,9 +59,43 @@ def symbol_column(df: pd.DataFrame, name: str) -> np.ndarray:
     return col.astype(str).to_numpy(dtype=object)
 
 
+# id of an object -> (its weakref, {name: value derived from it})
+_DERIVED: dict[int, tuple[weakref.ref, dict[str, Any]]] = {}
+
+
+def derived(obj: Any, name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, once per ``obj`` and ``name``, kept while ``obj``
+    lives: for values derived from a trace's frames, which every analysis of
+    the trace is given (the same objects) and nobody modifies. pandas
+    objects are not hashable, so they are keyed by identity."""
+    key = id(obj)
+    entry = _DERIVED.get(key)
+    if entry is None or entry[0]() is not obj:
+        entry = (weakref.ref(obj, lambda _, key=key: _DERIVED.pop(key, None)), {})
+        _DERIVED[key] = entry
+    if name not in entry[1]:
+        entry[1][name] = compute()
+    return entry[1][name]
+
+
 def times_ns(df: pd.DataFrame) -> np.ndarray:
-    """Timestamps as int64 nanoseconds (exact for float seconds of a trace)."""
-    return np.round(np.asarray(df.index, dtype=np.float64) * 1e9).astype(np.int64)
+    """Timestamps as int64 nanoseconds (exact for float seconds of a trace).
+    Read-only, computed once per index (pandas indexes are immutable):
+    several analyses of a trace convert the same large frames."""
+
+    def compute() -> np.ndarray:
+        ns = np.round(np.asarray(df.index, dtype=np.float64) * 1e9).astype(np.int64)
+        ns.flags.writeable = False
+        return ns
+
+    return derived(df.index, "times_ns", compute)
+
+
+def frame(columns: dict[str, Any], index: pd.Index) -> pd.DataFrame:
+    """A DataFrame of freshly computed columns, taken as they are: pandas'
+    default copies same-dtype columns into one 2-D block, a full-size copy
+    (and its page faults) of data nobody else holds."""
+    return pd.DataFrame(columns, index=index, copy=False)
 
 
 def order_by_key_then_time(keys: np.ndarray, time: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from lisa_ext import compat
 from lisa_ext.analysis._frames import (
     dense_ids,
     event_times,
+    frame,
     has_event,
     in_row_order,
     int_column,
@@ -39,6 +40,7 @@ from lisa_ext.analysis._frames import (
     raw_int_column,
     times_ns,
 )
+from lisa_ext.analysis._task_scan import switch_scan
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -169,43 +171,20 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         task, indexed by the switch-in: ``pid``, ``cpu`` (switched in on),
         ``delay`` (s), ``d_state`` (bool)."""
         df = self.trace.df_event("sched_switch")
+        # Shared with the wakeup-latency analysis when it scanned this trace.
+        out_of = switch_scan(df).out_before_in
+        next_pid = raw_int_column(df, "next_pid")
+        in_rows = np.flatnonzero(out_of >= 0)  # in time order
+        out_rows = out_of[in_rows]
+        out_state = raw_int_column(df, "prev_state")[out_rows]
+        # Not the idle task; 0 = TASK_RUNNING (preempted), 0x100+ preempt markers.
+        slept = np.flatnonzero((next_pid[in_rows] != 0) & ((out_state & 0xFF) != 0))
+        in_rows, out_rows, out_state = in_rows[slept], out_rows[slept], out_state[slept]
         time = times_ns(df)
-        state = raw_int_column(df, "prev_state")
-        n = len(df)
-        pid = np.concatenate(
-            [raw_int_column(df, "prev_pid"), raw_int_column(df, "next_pid")], dtype=np.int64, casting="unsafe"
-        )
-        both = np.concatenate([time, time])
-        by_time = np.argsort(both, kind="stable")
-        pids, ids = dense_ids(pid)
-        del pid
-        ids = ids[by_time]
-        by_task = np.argsort(ids, kind="stable")
-        # Rows by task, then time, then out before in. The concatenated times
-        # are not needed after the sort: their already-mapped buffer takes the
-        # permutation (a fresh one page-faults; mode="clip", a no-op on these
-        # in-range indices, writes out directly where the default buffers).
-        order = np.take(by_time, by_task, out=both, mode="clip")
-        del both, by_time
-        ids = ids[by_task]
-        del by_task
-        is_in = order >= n
-        pair = np.zeros(len(ids), dtype=bool)
-        pair[:-1] = (~is_in[:-1]) & is_in[1:] & (ids[:-1] == ids[1:])
-        if len(pids) and pids[0] == 0:  # the idle task has id 0 when present
-            pair[:-1] &= ids[:-1] != 0
-        o = np.flatnonzero(pair)
-        out_rows = order[o]
-        out_state = state[out_rows].astype(np.int64)
-        slept = (out_state & 0xFF) != 0  # 0 = TASK_RUNNING (preempted); 0x100+ preempt markers
-        o, out_rows, out_state = o[slept], out_rows[slept], out_state[slept]
-        in_rows = order[o + 1] - n
-        by_time = in_row_order(in_rows, n)  # switch-in rows are in time order
-        o, out_rows, in_rows, out_state = o[by_time], out_rows[by_time], in_rows[by_time], out_state[by_time]
         in_time = time[in_rows]
-        return pd.DataFrame(
+        return frame(
             {
-                "pid": pids[ids[o]],
+                "pid": next_pid[in_rows].astype(np.int64),
                 "cpu": raw_int_column(df, "__cpu")[in_rows].astype(np.int64),
                 "delay": (in_time - time[out_rows]) / 1e9,
                 "d_state": ((out_state & TASK_UNINTERRUPTIBLE) != 0) & ((out_state & TASK_NOLOAD) == 0),

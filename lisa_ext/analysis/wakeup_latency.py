@@ -25,13 +25,14 @@ import pandas as pd
 from lisa_ext import compat
 from lisa_ext.analysis._frames import (
     dense_ids,
+    frame,
     grouped_stats,
     has_event,
-    in_row_order,
     last_per_group,
     raw_int_column,
     times_ns,
 )
+from lisa_ext.analysis._task_scan import switch_scan
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -44,8 +45,6 @@ __all__ = ["WakeupLatencyAnalysis", "STAT_COLUMNS", "latency_stats"]
 
 #: Columns of :meth:`WakeupLatencyAnalysis.df_wakeup_latency_stats`.
 STAT_COLUMNS = ("count", "mean", "gmean", "p50", "p90", "p99", "max")
-
-_OUT, _WAKE, _IN = 0, 1, 2  # order of simultaneous events of one task
 
 
 def latency_stats(latencies: np.ndarray) -> dict[str, float]:
@@ -91,57 +90,18 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
         """
         wake = self.trace.df_event(self.wakeup_event())
         switch = self.trace.df_event("sched_switch")
-        sw_time, wk_time = times_ns(switch), times_ns(wake)
-        # Rows: switch-outs, wakeups, switch-ins, in that order so that
-        # simultaneous rows of one task sort out < wakeup < in. The idle task
-        # (pid 0) is kept as a group of its own, cheaper than filtering it out
-        # of every stream (each new large array costs page faults); its
-        # latencies, if any, are dropped below.
-        n_switch, n_wake = len(sw_time), len(wk_time)
-        sizes = np.array([0, n_switch, n_switch + n_wake, 2 * n_switch + n_wake])
-        # Concatenating the raw (often uint32) columns straight into int64
-        # avoids three full-size int64 copies made only to be concatenated.
-        pid = np.concatenate(
-            [raw_int_column(switch, "prev_pid"), raw_int_column(wake, "pid"), raw_int_column(switch, "next_pid")],
-            dtype=np.int64, casting="unsafe",
-        )
-        time = np.concatenate([sw_time, wk_time, sw_time])
-        by_time = np.argsort(time, kind="stable")  # merges three sorted runs
-        _, task = dense_ids(pid)
-        task = task[by_time]
-        by_task = np.argsort(task, kind="stable")  # radix sort on small ids
-        # The concatenated times are not needed after the sort: their
-        # already-mapped buffer takes the permutation (a fresh one page-faults;
-        # mode="clip", a no-op on these in-range indices, writes out directly
-        # where the default mode buffers).
-        order = np.take(by_time, by_task, out=time, mode="clip")
-        del time, by_time
-        task = task[by_task]
-        del by_task
-        kind = ((order >= sizes[1]).astype(np.int8) + (order >= sizes[2])).astype(np.int8)
-
-        # A wakeup starts a latency when the task's previous row is a
-        # switch-out or nothing (it is off-CPU and not already woken).
-        new_task = np.ones(len(task), dtype=bool)
-        new_task[1:] = task[1:] != task[:-1]
-        prev_out = np.zeros(len(task), dtype=bool)
-        prev_out[1:] = kind[:-1] == _OUT
-        first_wake = (kind == _WAKE) & (new_task | prev_out)
-        # Without the other wakeups, the row after a first wakeup is the
-        # task's next switch: a latency when it is a switch-in.
-        keep = np.flatnonzero((kind != _WAKE) | first_wake)
-        k_kind, k_task = kind[keep], task[keep]
-        hit = np.flatnonzero((k_kind[:-1] == _WAKE) & (k_kind[1:] == _IN) & (k_task[:-1] == k_task[1:]))
-        w, s = order[keep[hit]], order[keep[hit + 1]]
-        not_idle = pid[w] != 0
-        wake_rows = w[not_idle] - sizes[1]
-        switch_rows = s[not_idle] - sizes[2]
-        by_row = in_row_order(wake_rows, n_wake)  # wakeup rows are in time order
-        wake_rows, switch_rows = wake_rows[by_row], switch_rows[by_row]
-        wake_time = wk_time[wake_rows]
-        return pd.DataFrame(
+        # For each wakeup starting a latency, the switch-in ending it (see
+        # _task_scan). The idle task (pid 0) is followed like the others,
+        # cheaper than taking it out of each stream; its latencies are dropped.
+        switch_of = switch_scan(switch, wake).in_after_wake
+        wk_pid = raw_int_column(wake, "pid")
+        wake_rows = np.flatnonzero(switch_of >= 0)
+        wake_rows = wake_rows[wk_pid[wake_rows] != 0]
+        switch_rows = switch_of[wake_rows]
+        sw_time, wake_time = times_ns(switch), times_ns(wake)[wake_rows]
+        return frame(
             {
-                "pid": raw_int_column(wake, "pid")[wake_rows].astype(np.int64),
+                "pid": wk_pid[wake_rows].astype(np.int64),
                 "comm": wake["comm"].array.take(wake_rows),
                 "cpu": raw_int_column(switch, "__cpu")[switch_rows].astype(np.int64),
                 "latency": (sw_time[switch_rows] - wake_time) / 1e9,
