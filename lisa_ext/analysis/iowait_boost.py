@@ -23,6 +23,8 @@ the slice still running at the CPU's last ``sched_switch`` is not counted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -99,6 +101,18 @@ class _FrequencySteps:
         return np.where(k >= 0, f[np.maximum(k, 0)], np.nan)
 
 
+@dataclass(frozen=True)
+class _Sleeps:
+    """Columns of :meth:`IowaitBoostAnalysis.df_sleeps` (``in_time`` in ns),
+    with the switch-in rows."""
+
+    in_rows: np.ndarray
+    in_time: np.ndarray
+    pid: np.ndarray
+    delay: np.ndarray
+    d_state: np.ndarray
+
+
 class IowaitBoostAnalysis(TraceAnalysisBase):
     """IO sleeps, running time and CPU frequency of tasks; block device service times.
 
@@ -113,6 +127,24 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
             return _FrequencySteps(self.trace.df_event("cpu_frequency"))
         return _FrequencySteps(None)
 
+    def _running_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The slices of :meth:`df_running_slices` as ``sched_switch`` rows
+        (in order) and their durations (ns), without the frame, which
+        :meth:`df_task_iowait` does not need."""
+        df = self.trace.df_event("sched_switch")
+        time, cpu = times_ns(df), raw_int_column(df, "__cpu")
+        # A stable sort by CPU keeps each CPU's rows in row (time) order.
+        cpus, ids = dense_ids(cpu)
+        last = np.cumsum(np.bincount(ids, minlength=len(cpus))) - 1  # each CPU's last, in that order
+        order = np.argsort(ids.astype(np.uint8) if len(cpus) <= 1 << 8 else ids, kind="stable")  # radix sort
+        del ids
+        next_row = np.empty(len(order), dtype=np.int64)  # of the same CPU
+        next_row[order[:-1]] = order[1:]
+        next_row[order[last]] = -1
+        del order
+        rows = np.flatnonzero(next_row >= 0)
+        return rows, time[next_row[rows]] - time[rows]
+
     @TraceAnalysisBase.cache
     @requires_events("sched_switch")
     def df_running_slices(self) -> pd.DataFrame:
@@ -120,25 +152,15 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         (the switched-in task, idle is pid 0), ``duration`` (s) up to the CPU's
         next ``sched_switch``; the last slice of each CPU is left out."""
         df = self.trace.df_event("sched_switch")
-        time, cpu = times_ns(df), raw_int_column(df, "__cpu")
-        n = len(df)
-        # A stable sort by CPU keeps each CPU's rows in row (time) order.
-        order = np.argsort(dense_ids(cpu)[1], kind="stable")
-        t_sorted, c_sorted = time[order], cpu[order]
-        # Duration to the next switch of the same CPU, put back in row order.
-        duration = np.full(n, -1, dtype=np.int64)
-        if n > 1:
-            has_next = c_sorted[1:] == c_sorted[:-1]
-            duration[order[:-1][has_next]] = (t_sorted[1:] - t_sorted[:-1])[has_next]
-        keep = np.flatnonzero(duration >= 0)
-        return pd.DataFrame(
+        rows, duration = self._running_rows()
+        return frame(
             {
-                "cpu": cpu[keep].astype(np.int64),
-                "pid": raw_int_column(df, "next_pid")[keep].astype(np.int64),
-                "comm": df["next_comm"].array.take(keep),
-                "duration": duration[keep] / 1e9,
+                "cpu": raw_int_column(df, "__cpu")[rows].astype(np.int64),
+                "pid": raw_int_column(df, "next_pid")[rows].astype(np.int64),
+                "comm": df["next_comm"].array.take(rows),
+                "duration": duration / 1e9,
             },
-            index=pd.Index(time[keep] / 1e9, name="Time"),
+            index=pd.Index(times_ns(df)[rows] / 1e9, name="Time"),
         )
 
     @TraceAnalysisBase.cache
@@ -157,19 +179,16 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
                 },
                 index=pd.Index(event_times(df), name="Time"),
             )
-        sleeps = self.df_sleeps()
-        d = sleeps[sleeps["d_state"]]
-        return pd.DataFrame(
-            {"pid": d["pid"].to_numpy(), "delay": d["delay"].to_numpy(), "source": "d_state"},
-            index=pd.Index(d.index.to_numpy(), name="Time"),
+        # The D-state sleeps of df_sleeps, without building all of it.
+        sleeps = self._sleeps()
+        d_state = sleeps.d_state
+        return frame(
+            {"pid": sleeps.pid[d_state], "delay": sleeps.delay[d_state], "source": "d_state"},
+            index=pd.Index(sleeps.in_time[d_state] / 1e9, name="Time"),
         )
 
-    @TraceAnalysisBase.cache
-    @requires_events("sched_switch")
-    def df_sleeps(self) -> pd.DataFrame:
-        """Every sleep (switch-out not preempted) to the next switch-in of the
-        task, indexed by the switch-in: ``pid``, ``cpu`` (switched in on),
-        ``delay`` (s), ``d_state`` (bool)."""
+    def _sleeps(self) -> _Sleeps:
+        """The columns of :meth:`df_sleeps`."""
         df = self.trace.df_event("sched_switch")
         # Shared with the wakeup-latency analysis when it scanned this trace.
         out_of = switch_scan(df).out_before_in
@@ -182,14 +201,29 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         in_rows, out_rows, out_state = in_rows[slept], out_rows[slept], out_state[slept]
         time = times_ns(df)
         in_time = time[in_rows]
+        return _Sleeps(
+            in_rows=in_rows,
+            in_time=in_time,
+            pid=next_pid[in_rows].astype(np.int64),
+            delay=(in_time - time[out_rows]) / 1e9,
+            d_state=((out_state & TASK_UNINTERRUPTIBLE) != 0) & ((out_state & TASK_NOLOAD) == 0),
+        )
+
+    @TraceAnalysisBase.cache
+    @requires_events("sched_switch")
+    def df_sleeps(self) -> pd.DataFrame:
+        """Every sleep (switch-out not preempted) to the next switch-in of the
+        task, indexed by the switch-in: ``pid``, ``cpu`` (switched in on),
+        ``delay`` (s), ``d_state`` (bool)."""
+        sleeps = self._sleeps()
         return frame(
             {
-                "pid": next_pid[in_rows].astype(np.int64),
-                "cpu": raw_int_column(df, "__cpu")[in_rows].astype(np.int64),
-                "delay": (in_time - time[out_rows]) / 1e9,
-                "d_state": ((out_state & TASK_UNINTERRUPTIBLE) != 0) & ((out_state & TASK_NOLOAD) == 0),
+                "pid": sleeps.pid,
+                "cpu": raw_int_column(self.trace.df_event("sched_switch"), "__cpu")[sleeps.in_rows].astype(np.int64),
+                "delay": sleeps.delay,
+                "d_state": sleeps.d_state,
             },
-            index=pd.Index(in_time / 1e9, name="Time"),
+            index=pd.Index(sleeps.in_time / 1e9, name="Time"),
         )
 
     @df_running_slices.used_events
@@ -199,30 +233,33 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         name), ``iowait_count``, ``iowait_delay_s``, ``runtime_s``,
         ``mean_freq_running_khz`` (time-weighted over the part of its running
         time where the CPU frequency is known; NaN if none)."""
-        slices = self.df_running_slices()
-        slice_pid = slices["pid"].to_numpy()
-        task_rows = np.flatnonzero(slice_pid != 0)
-        slice_pid = slice_pid[task_rows]
-        duration = slices["duration"].to_numpy()[task_rows]
+        # The running slices as sched_switch rows: building df_running_slices
+        # (a row per switch) only to read it costs more. Idle's slices (pid
+        # 0) are summed like the others, which leaves the others' sums as
+        # they are, and its row dropped below.
+        switch = self.trace.df_event("sched_switch")
+        rows, duration = self._running_rows()
+        duration = duration / 1e9
+        slice_pid = raw_int_column(switch, "next_pid")[rows]
         freq = self._frequency()
-        integral = np.zeros(len(task_rows))
-        known = np.zeros(len(task_rows))
+        integral = np.zeros(len(rows))
+        known = np.zeros(len(rows))
         if freq.steps:
-            start = slices.index.to_numpy()[task_rows]
+            start = times_ns(switch)[rows] / 1e9
             end = start + duration
-            cpu = slices["cpu"].to_numpy()[task_rows]
+            cpu = raw_int_column(switch, "__cpu")[rows].astype(np.int64)
             for c in np.unique(cpu):
                 sel = cpu == c
                 integral[sel], known[sel] = freq.integrate(int(c), start[sel], end[sel])
         sleeps = self.df_iowait_sleeps()
         sleep_pid = sleeps["pid"].to_numpy()
-        pids, ids = dense_ids(np.concatenate([slice_pid, sleep_pid]))
+        pids, ids = dense_ids(np.concatenate([slice_pid, sleep_pid], dtype=np.int64))
         slice_id, sleep_id = ids[: len(slice_pid)], ids[len(slice_pid) :]
         k = len(pids)
         last = last_per_group(slice_id, k)
         comm = np.full(k, None, dtype=object)
         ran = last >= 0
-        comm[ran] = np.asarray(slices["comm"].array.take(task_rows[last[ran]]), dtype=object)
+        comm[ran] = np.asarray(switch["next_comm"].array.take(rows[last[ran]]), dtype=object)
         known_s = np.bincount(slice_id, weights=known, minlength=k)
         area = np.bincount(slice_id, weights=integral, minlength=k)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -327,7 +364,8 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         dev = np.r_[int_column(issue, "dev"), int_column(done, "dev")]
         sector = np.r_[int_column(issue, "sector"), int_column(done, "sector")]
         t = np.r_[times_ns(issue), times_ns(done)]
-        devs, dev_id = np.unique(dev, return_inverse=True)
+        devs = np.unique(dev)
+        dev_id = np.searchsorted(devs, dev)  # few devices: cheaper than unique's inverse
         order = order_by_key_then_time(sector * len(devs) + dev_id, t)
         dev, sector, t = dev[order], sector[order], t[order]
         is_done = order >= ni
@@ -335,17 +373,19 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         pair = np.zeros(len(t), dtype=bool)
         pair[:-1] = (~is_done[:-1]) & is_done[1:] & (dev[:-1] == dev[1:]) & (sector[:-1] == sector[1:])
         i = np.flatnonzero(pair)
+        i = i[in_row_order(src[i], ni)]  # by issue row
         rows = src[i]
-        return pd.DataFrame(
+        dev_names = np.array([format_dev(d) for d in devs], dtype=object)
+        return frame(
             {
-                "dev": pd.Series(dev[i]).map({d: format_dev(d) for d in np.unique(dev[i])}).to_numpy(dtype=object),
+                "dev": dev_names[dev_id[order[i]]],
                 "sector": sector[i],
                 "nr_sector": int_column(issue, "nr_sector")[rows],
                 "rwbs": issue["rwbs"].array.take(rows),
                 "service": (t[i + 1] - t[i]) / 1e9,
             },
             index=pd.Index(t[i] / 1e9, name="Time"),
-        ).iloc[in_row_order(rows, ni)]
+        )
 
     @df_block_requests.used_events
     def df_device_io(self) -> pd.DataFrame:
@@ -356,12 +396,15 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         done = self.trace.df_event("block_rq_complete")
         done_dev = int_column(done, "dev")
         done_t = event_times(done)
+        # One grouping of the request frame (object strings) rather than a
+        # comparison of its whole dev column per device.
+        service_of = {name: group.to_numpy() for name, group in reqs.groupby("dev", sort=False)["service"]}
         rows = []
         for dev in np.unique(done_dev):
             name = format_dev(dev)
             t = done_t[done_dev == dev]
             span = t.max() - t.min()
-            service = reqs.loc[reqs["dev"] == name, "service"].to_numpy()
+            service = service_of.get(name, np.zeros(0))
             p = np.percentile(service, [50, 90, 99]) if len(service) else [np.nan] * 3
             rows.append(
                 {
