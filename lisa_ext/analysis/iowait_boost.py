@@ -23,8 +23,6 @@ the slice still running at the CPU's last ``sched_switch`` is not counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -101,16 +99,9 @@ class _FrequencySteps:
         return np.where(k >= 0, f[np.maximum(k, 0)], np.nan)
 
 
-@dataclass(frozen=True)
-class _Sleeps:
-    """Columns of :meth:`IowaitBoostAnalysis.df_sleeps` (``in_time`` in ns),
-    with the switch-in rows."""
-
-    in_rows: np.ndarray
-    in_time: np.ndarray
-    pid: np.ndarray
-    delay: np.ndarray
-    d_state: np.ndarray
+def _is_d_state(prev_state: np.ndarray) -> np.ndarray:
+    """Uninterruptible sleep, not an idle (TASK_NOLOAD) wait: see module doc."""
+    return ((prev_state & TASK_UNINTERRUPTIBLE) != 0) & ((prev_state & TASK_NOLOAD) == 0)
 
 
 class IowaitBoostAnalysis(TraceAnalysisBase):
@@ -142,8 +133,12 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         next_row[order[:-1]] = order[1:]
         next_row[order[last]] = -1
         del order
+        # Durations of all rows, in place (each CPU's last reads the last
+        # row's time: dropped), then those with a next row.
+        duration = time[next_row]
+        duration -= time
         rows = np.flatnonzero(next_row >= 0)
-        return rows, time[next_row[rows]] - time[rows]
+        return rows, duration[rows]
 
     @TraceAnalysisBase.cache
     @requires_events("sched_switch")
@@ -180,34 +175,35 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
                 index=pd.Index(event_times(df), name="Time"),
             )
         # The D-state sleeps of df_sleeps, without building all of it.
-        sleeps = self._sleeps()
-        d_state = sleeps.d_state
+        df = self.trace.df_event("sched_switch")
+        in_rows, out_rows, _ = self._sleep_rows(d_state_only=True)
+        time = times_ns(df)
+        in_time = time[in_rows]
         return frame(
-            {"pid": sleeps.pid[d_state], "delay": sleeps.delay[d_state], "source": "d_state"},
-            index=pd.Index(sleeps.in_time[d_state] / 1e9, name="Time"),
+            {
+                "pid": raw_int_column(df, "next_pid")[in_rows].astype(np.int64),
+                "delay": (in_time - time[out_rows]) / 1e9,
+                "source": "d_state",
+            },
+            index=pd.Index(in_time / 1e9, name="Time"),
         )
 
-    def _sleeps(self) -> _Sleeps:
-        """The columns of :meth:`df_sleeps`."""
+    def _sleep_rows(self, d_state_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Switch-in rows (in time order), switch-out rows and the out's
+        ``prev_state`` of the sleeps of :meth:`df_sleeps` (D-state ones only
+        with ``d_state_only``)."""
         df = self.trace.df_event("sched_switch")
         # Shared with the wakeup-latency analysis when it scanned this trace.
         out_of = switch_scan(df).out_before_in
-        next_pid = raw_int_column(df, "next_pid")
-        in_rows = np.flatnonzero(out_of >= 0)  # in time order
-        out_rows = out_of[in_rows]
-        out_state = raw_int_column(df, "prev_state")[out_rows]
+        # Masks over all rows, narrow, before any list of rows: where out_of
+        # is -1 the state read is the last row's, masked out.
+        state = raw_int_column(df, "prev_state")[out_of]
         # Not the idle task; 0 = TASK_RUNNING (preempted), 0x100+ preempt markers.
-        slept = np.flatnonzero((next_pid[in_rows] != 0) & ((out_state & 0xFF) != 0))
-        in_rows, out_rows, out_state = in_rows[slept], out_rows[slept], out_state[slept]
-        time = times_ns(df)
-        in_time = time[in_rows]
-        return _Sleeps(
-            in_rows=in_rows,
-            in_time=in_time,
-            pid=next_pid[in_rows].astype(np.int64),
-            delay=(in_time - time[out_rows]) / 1e9,
-            d_state=((out_state & TASK_UNINTERRUPTIBLE) != 0) & ((out_state & TASK_NOLOAD) == 0),
-        )
+        sleep = (out_of >= 0) & (raw_int_column(df, "next_pid") != 0) & ((state & 0xFF) != 0)
+        if d_state_only:
+            sleep &= _is_d_state(state)
+        in_rows = np.flatnonzero(sleep)
+        return in_rows, out_of[in_rows], state[in_rows]
 
     @TraceAnalysisBase.cache
     @requires_events("sched_switch")
@@ -215,15 +211,18 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         """Every sleep (switch-out not preempted) to the next switch-in of the
         task, indexed by the switch-in: ``pid``, ``cpu`` (switched in on),
         ``delay`` (s), ``d_state`` (bool)."""
-        sleeps = self._sleeps()
+        df = self.trace.df_event("sched_switch")
+        in_rows, out_rows, out_state = self._sleep_rows()
+        time = times_ns(df)
+        in_time = time[in_rows]
         return frame(
             {
-                "pid": sleeps.pid,
-                "cpu": raw_int_column(self.trace.df_event("sched_switch"), "__cpu")[sleeps.in_rows].astype(np.int64),
-                "delay": sleeps.delay,
-                "d_state": sleeps.d_state,
+                "pid": raw_int_column(df, "next_pid")[in_rows].astype(np.int64),
+                "cpu": raw_int_column(df, "__cpu")[in_rows].astype(np.int64),
+                "delay": (in_time - time[out_rows]) / 1e9,
+                "d_state": _is_d_state(out_state),
             },
-            index=pd.Index(sleeps.in_time / 1e9, name="Time"),
+            index=pd.Index(in_time / 1e9, name="Time"),
         )
 
     @df_running_slices.used_events
