@@ -31,9 +31,14 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Kernel command line every boot starts with; a variant's cmdline is appended.
+#: ``tsc=reliable``: TCG's TSC is derived from the host clock, so it is constant
+#: and synchronised, but the guest CPU does not say so (no constant_tsc). Left
+#: alone, the guest would fall back to the (slow, MMIO) HPET clocksource and
+#: register the TSC's cpufreq transition notifier, which disables schedutil's
+#: fast frequency switching and rescales sched_clock at every emulated OPP change.
 BASE_CMDLINE = (
     "console=ttyS0,115200 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init "
-    "panic=-1 loglevel=5"
+    "panic=-1 loglevel=5 tsc=reliable"
 )
 
 
@@ -56,7 +61,9 @@ class BoardSettings:
     # One host thread for all vCPUs: with multi-threaded TCG, enabling tracepoints
     # (text_poke_bp's int3 dance) oopsed a guest with "int3" in __schedule.
     accel: str = "tcg,thread=single"
-    cpu: str = "max"
+    # An Intel vendor string makes the guest kernel infer constant_tsc from the
+    # family (TCG cannot expose invtsc): see BASE_CMDLINE's tsc=reliable.
+    cpu: str = "max,vendor=GenuineIntel"
     ssh_port: int = 10022  # target-configs/vboard.yml says so; 0: a free port
     boot_timeout_s: int = 600
 
