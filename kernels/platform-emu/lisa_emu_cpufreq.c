@@ -171,7 +171,8 @@ static unsigned int emu_cpufreq_fast_switch(struct cpufreq_policy *policy,
 					    unsigned int target_freq)
 {
 	struct emu_policy *ep = policy->driver_data;
-	int index = cpufreq_table_find_index_dl(policy, target_freq, false);
+	/* Lowest OPP at or above the target, within the policy's limits. */
+	int index = cpufreq_table_find_index_l(policy, target_freq, false);
 	unsigned int khz = policy->freq_table[index].frequency;
 
 	WRITE_ONCE(ep->cur_khz, khz);
