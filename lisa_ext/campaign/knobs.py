@@ -6,6 +6,11 @@ value (``/sys/module/workqueue/parameters/default_affinity_scope`` reads
 (``/sys/block/vda/queue/scheduler`` reads ``none [mq-deadline] kyber bfq``, see
 ``block/elevator.c:elv_iosched_show``). :func:`read_knob` returns the active
 value in both cases, which is what gets written back on revert.
+
+A third kind lists flags, each as ``NAME`` or ``NO_NAME``, and takes one flag
+per write (``/sys/kernel/debug/sched/features``, see
+``kernel/sched/debug.c:sched_feat_show``): a knob on it names one flag and its
+state (``NO_UTIL_EST``), and reads back as that flag's current token.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ __all__ = ["read_knob", "write_knob", "applied_knobs", "revert_knobs", "check_kn
            "KnobError", "KnobRevertError"]
 
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
+_FLAG = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 class KnobError(RuntimeError):
@@ -29,8 +35,29 @@ class KnobRevertError(KnobError):
     """A knob could not be restored: the target is left in a modified state."""
 
 
-def read_knob(target, path: str) -> str:
+def _flag_token(text: str, value: str) -> str | None:
+    """In a flag-list file's ``text``, the token (NAME or NO_NAME) of ``value``'s flag."""
+    if not _FLAG.fullmatch(value):
+        return None
+    name = value.removeprefix("NO_")
+    for token in text.split():
+        if token in (name, "NO_" + name):
+            return token
+    return None
+
+
+def _is_flag_list(text: str) -> bool:
+    tokens = text.split()
+    return len(tokens) > 1 and all(_FLAG.fullmatch(t) for t in tokens)
+
+
+def read_knob(target, path: str, value: str | None = None) -> str:
+    """The active value of ``path``; for a flag-list file, the state of ``value``'s flag."""
     text = target.read_value(path).strip()
+    if value is not None and _is_flag_list(text):
+        token = _flag_token(text, value)
+        if token is not None:
+            return token
     m = _BRACKETED.search(text)
     return m.group(1) if m else text
 
@@ -49,7 +76,7 @@ def write_knob(target, path: str, value: str) -> str:
         target.execute(f"printf '%s' {shlex.quote(value)} > {shlex.quote(path)}", as_root=True)
     except Exception as exc:
         raise KnobError(f"could not write {value!r} to {path}: {exc}".strip()) from exc
-    return read_knob(target, path)
+    return read_knob(target, path, value)
 
 
 def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
@@ -62,6 +89,11 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
         offered = choices(target, path)
         if offered is not None and value not in offered:
             problems.append(f"{path}: {value!r} is not offered (choices: {', '.join(offered)})")
+            continue
+        text = target.read_value(path).strip()
+        if _is_flag_list(text) and _flag_token(text, value) is None:
+            problems.append(f"{path}: no flag {value.removeprefix('NO_')!r} "
+                            f"(expected NAME or NO_NAME of one of: {text})")
     return problems
 
 
@@ -88,7 +120,7 @@ def applied_knobs(target, knobs: Mapping[str, str],
     caller can journal them and revert after a crash of this very process.
     Yields ``{path: {"original", "requested", "read_back"}}``.
     """
-    originals = {path: read_knob(target, path) for path in knobs}
+    originals = {path: read_knob(target, path, value) for path, value in knobs.items()}
     if on_originals is not None:
         on_originals(dict(originals))
     state = {p: {"original": originals[p], "requested": v} for p, v in knobs.items()}
