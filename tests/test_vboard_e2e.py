@@ -9,20 +9,27 @@ The traces are then read with ``trace-cmd report -N`` and a parser written here
 (not lisa_ext's ingestion): the campaign's traces carry ``cpu_frequency``,
 ``cpu_idle`` and ``cpu_idle_miss``, fio's runs are full of I/O wake-ups, and each
 variant's runs ran that variant's kernel with its knobs read back (the patched
-one with ``iowait_boost_cap`` = 0 on every policy).
+one with ``iowait_boost_cap`` = 0 on every policy, both with util_est off).
 
-Not asserted: that the capped boost lowers the frequency after I/O wake-ups.
-On this board it did not show consistently (see README, "Virtual board");
-test_fio_runs_are_io_wakeup_bound prints the figures (pytest -s) without
-checking them.
+The patch's effect: schedutil applies the IO boost in the update made when a task
+that waited for I/O is enqueued (``sugov_iowait_boost()`` with
+``SCHED_CPUFREQ_IOWAIT``), i.e. between fio's switch-out into the I/O wait and the
+``sched_wakeup`` that ends it. So, per fio wake-up, the test looks for a frequency
+*raise* of the woken CPU inside that window, and takes the woken CPU's frequency
+at the wake-up: with the boost, a good share of wake-ups come with a raise and
+the frequency at wake-up is well above the lowest OPP; with the boost capped to 0,
+raises inside the window are rare and the CPU stays near the lowest OPP.
+Measured while writing this test (4 runs each, 3 s, ~1700 wake-ups per run):
+raises at 29-52 % of wake-ups and 647-907 MHz with the boost, 0-0.2 % and
+408-415 MHz capped.
 """
 
-import bisect
 import json
 import re
 import subprocess
 import sys
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 
@@ -52,23 +59,42 @@ def report_events(trace_dat: Path) -> list[tuple[float, str, dict]]:
     return events
 
 
-def freq_at_fio_wakeups(events) -> list[int]:
-    """Frequency (kHz) of the target CPU at each wake-up of fio (after its I/O waits)."""
-    changes: dict[int, list[tuple[float, int]]] = defaultdict(list)
+@dataclass
+class FioWakeups:
+    """fio's wake-ups after it slept, as schedutil saw them."""
+
+    freq_khz: list[int] = field(default_factory=list)  # woken CPU's frequency at each wake-up
+    raised: int = 0  # wake-ups whose CPU was raised to a higher OPP since fio slept
+
+    @property
+    def raised_frac(self) -> float:
+        return self.raised / len(self.freq_khz)
+
+
+def fio_wakeups(events) -> FioWakeups:
+    """Per fio wake-up that follows a switch-out of the same task (its I/O wait)."""
+    freq: dict[int, int] = {}
+    last_raise: dict[int, float] = {}
+    slept_at: dict[str, float] = {}
+    out = FioWakeups()
+    # trace-cmd report sorts by time; schedutil's switch for an enqueue is emitted
+    # before that enqueue's sched_wakeup, at an earlier or equal timestamp
     for ts, name, fields in events:
         if name == "cpu_frequency":
-            changes[int(fields["cpu_id"])].append((ts, int(fields["state"])))
-    freqs = []
-    for ts, name, fields in events:
-        if name == "sched_wakeup" and fields.get("comm") == "fio":
-            cpu_changes = changes.get(int(fields["target_cpu"]))
-            if not cpu_changes:
+            cpu, khz = int(fields["cpu_id"]), int(fields["state"])
+            if cpu in freq and khz > freq[cpu]:
+                last_raise[cpu] = ts
+            freq[cpu] = khz
+        elif name == "sched_switch" and fields.get("prev_comm") == "fio":
+            slept_at[fields["prev_pid"]] = ts
+        elif name == "sched_wakeup" and fields.get("comm") == "fio" and fields.get("pid") in slept_at:
+            cpu = int(fields["target_cpu"])
+            if cpu not in freq:
                 continue
-            # schedutil switches at enqueue, i.e. before the wake-up event is emitted
-            i = bisect.bisect_right(cpu_changes, (ts, float("inf"))) - 1
-            if i >= 0:
-                freqs.append(cpu_changes[i][1])
-    return freqs
+            out.freq_khz.append(freq[cpu])
+            if last_raise.get(cpu, -1.0) > slept_at[fields["pid"]]:
+                out.raised += 1
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +140,8 @@ def test_each_variant_ran_its_own_kernel_and_knobs(campaign):
                 assert set(caps.values()) == {"0"}
             else:
                 assert caps == {}
+            features = meta["knobs"]["/sys/kernel/debug/sched/features"]
+            assert (features["original"], features["read_back"]) == ("UTIL_EST", "NO_UTIL_EST")
 
 
 def test_traces_carry_idle_misses_and_frequency_changes(campaign):
@@ -126,10 +154,31 @@ def test_traces_carry_idle_misses_and_frequency_changes(campaign):
     assert seen["cpu_idle"] > 0, dict(seen)
 
 
-def test_fio_runs_are_io_wakeup_bound(campaign):
+@pytest.fixture(scope="module")
+def fio_wakeups_by_variant(campaign) -> dict[str, list[FioWakeups]]:
+    found = {}
     for variant in ("baseline", "no-iowait-boost"):
-        for run in _runs(campaign, variant, "fio-iowait"):
-            freqs = freq_at_fio_wakeups(report_events(run / "trace.dat"))
+        found[variant] = [fio_wakeups(report_events(run / "trace.dat"))
+                          for run in _runs(campaign, variant, "fio-iowait")]
+        for run, w in zip(_runs(campaign, variant, "fio-iowait"), found[variant]):
             # ~500 IOPS for 3 s on the throttled disk, one wake-up per read
-            assert len(freqs) >= 300, f"{run}: {len(freqs)} fio wake-ups"
-            print(f"{variant}: mean {mean(freqs):.0f} kHz at {len(freqs)} fio wake-ups")
+            assert len(w.freq_khz) >= 300, f"{run}: {len(w.freq_khz)} fio wake-ups"
+            print(f"{variant}: {len(w.freq_khz)} fio wake-ups, frequency raised at "
+                  f"{100 * w.raised_frac:.1f} %, mean {mean(w.freq_khz) / 1000:.0f} MHz at wake-up")
+    return found
+
+
+def test_fio_runs_are_io_wakeup_bound(fio_wakeups_by_variant):
+    assert all(len(w.freq_khz) >= 300 for runs in fio_wakeups_by_variant.values() for w in runs)
+
+
+def test_capped_boost_leaves_frequency_low_after_io_wakeups(fio_wakeups_by_variant):
+    """The patch's effect, in the kernel's own decisions: no boost, no raise at I/O wake-ups."""
+    boosted, capped = fio_wakeups_by_variant["baseline"], fio_wakeups_by_variant["no-iowait-boost"]
+    for w in boosted:
+        assert w.raised_frac >= 0.10, f"boost on: frequency raised at only {100 * w.raised_frac:.1f} % of wake-ups"
+    for w in capped:
+        assert w.raised_frac <= 0.05, f"boost capped to 0: frequency raised at {100 * w.raised_frac:.1f} % of wake-ups"
+    mean_boosted = mean(mean(w.freq_khz) for w in boosted)
+    mean_capped = mean(mean(w.freq_khz) for w in capped)
+    assert mean_boosted >= 1.2 * mean_capped, (mean_boosted, mean_capped)
