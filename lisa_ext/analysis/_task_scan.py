@@ -166,16 +166,16 @@ def _scan(switch: pd.DataFrame, wake: pd.DataFrame | None) -> SwitchScan:
         after_out = np.ones(len(task), dtype=bool)
         after_out[1:] = (task[1:] != task[:-1]) | (stream[:-1] == OUT)
         keep = np.flatnonzero((stream != WAKE) | after_out)
-        k_stream, k_task = stream[keep], task[keep]
+        k_stream, k_task, k_row = stream[keep], task[keep], rows.row[keep]
         same = k_task[1:] == k_task[:-1]
         is_out, is_wake, is_in = k_stream == OUT, k_stream == WAKE, k_stream == IN
         latency = np.flatnonzero(is_wake[:-1] & is_in[1:] & same)
-        in_after_wake[rows.row[keep[latency]]] = rows.row[keep[latency + 1]]
+        in_after_wake[k_row[latency]] = k_row[latency + 1]
         sleep = np.flatnonzero(is_out[:-1] & is_in[1:] & same)
-        out_before_in[rows.row[keep[sleep + 1]]] = rows.row[keep[sleep]]
+        out_before_in[k_row[sleep + 1]] = k_row[sleep]
         woken = latency[latency > 0]
         woken = woken[is_out[woken - 1] & same[woken - 1]]
-        out_before_in[rows.row[keep[woken + 1]]] = rows.row[keep[woken - 1]]
+        out_before_in[k_row[woken + 1]] = k_row[woken - 1]
         # The next span needs each task's last switch and its first wakeup
         # since, if any: the last row kept, and the out before it if a wakeup.
         last = group_ends(k_task)

@@ -124,10 +124,12 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
         :meth:`df_task_iowait` does not need."""
         df = self.trace.df_event("sched_switch")
         time, cpu = times_ns(df), raw_int_column(df, "__cpu")
-        # A stable sort by CPU keeps each CPU's rows in row (time) order.
-        cpus, ids = dense_ids(cpu)
-        last = np.cumsum(np.bincount(ids, minlength=len(cpus))) - 1  # each CPU's last, in that order
-        order = np.argsort(ids.astype(np.uint8) if len(cpus) <= 1 << 8 else ids, kind="stable")  # radix sort
+        # A stable sort by CPU keeps each CPU's rows in row (time) order:
+        # a radix sort of the CPU numbers as uint8 when they fit.
+        ids = cpu.astype(np.uint8) if len(cpu) and cpu.max() < 1 << 8 else dense_ids(cpu)[1]
+        counts = np.bincount(ids)
+        last = (np.cumsum(counts) - 1)[counts > 0]  # each CPU's last, in that order
+        order = np.argsort(ids, kind="stable")
         del ids
         next_row = np.empty(len(order), dtype=np.int64)  # of the same CPU
         next_row[order[:-1]] = order[1:]
