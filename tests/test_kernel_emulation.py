@@ -1,7 +1,9 @@
 """The platform-emulation modules on a real boot of the built kernel (QEMU TCG).
 
 A static /init in an initramfs loads lisa_emu_cpuidle and lisa_emu_cpufreq,
-idles and runs a busy burst, then prints sysfs. Expected idle states and OPPs
+idles and runs a busy burst, then prints sysfs. QEMU gets the virtual board's
+CPU model and the kernel its TSC setting, on which schedutil's fast switching
+depends. Expected idle states and OPPs
 are read from the SoCs' device trees in the kernel tree itself
 (rk3399-base.dtsi, rk3399.dtsi, hi3660.dtsi), not from the module sources.
 The patched kernels' knobs (schedutil iowait_boost_cap, teo util_awareness)
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.kernel.build import build_variant
+from lisa_ext.vboard.board import BoardSettings
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "kernels"
@@ -62,9 +65,10 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
         subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], input="\n".join(files).encode(),
                        cwd=root, stdout=fh, check=True)
     r = subprocess.run(
-        ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", "max", "-smp", "4,sockets=2,cores=2",
+        ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", BoardSettings().cpu,
+         "-smp", "4,sockets=2,cores=2",
          "-m", "512", "-nographic", "-no-reboot", "-kernel", str(art.bzimage), "-initrd", str(initrd),
-         "-append", f"console=ttyS0 rdinit=/init panic=-1 quiet {cmdline}"],
+         "-append", f"console=ttyS0 rdinit=/init panic=-1 loglevel=7 tsc=reliable {cmdline}"],
         capture_output=True, text=True, timeout=600,
     )
     out = r.stdout.replace("\r", "")
@@ -72,6 +76,7 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
     assert out.count("LOADED /lisa_emu_") == 2, out[-3000:]
     found = {m.group(1): m.group(2).strip() for m in re.finditer(r"^FILE (\S+): (.*)$", out, re.M)}
     found.update({f"KNOB {m.group(1)}": m.group(2) for m in re.finditer(r"^KNOB (\S+ \S+): (.*)$", out, re.M)})
+    found["CONSOLE"] = out
     return found
 
 
@@ -129,6 +134,7 @@ def test_idle_states_and_opps_match_the_device_tree(baseline, init_binary, tmp_p
     assert deep_entries > 0, "the governor never picked an emulated deep state"
     # one policy per socket (-smp sockets=2), the k-th table for the k-th socket
     transitions = 0
+    top_opp_time = {}
     for policy, cpus, khz in (("policy0", "0 1", expected_opps[0]), ("policy2", "2 3", expected_opps[1])):
         p = f"{CPU}/cpufreq/{policy}"
         assert sysfs[f"{p}/scaling_driver"] == "lisa-emu"
@@ -137,7 +143,15 @@ def test_idle_states_and_opps_match_the_device_tree(baseline, init_binary, tmp_p
         assert [int(f) for f in sysfs[f"{p}/scaling_available_frequencies"].split()] == khz
         assert int(sysfs[f"{p}/scaling_cur_freq"]) in khz
         transitions += int(sysfs[f"{p}/stats/total_trans"])
+        residency = sysfs[f"{p}/stats/time_in_state"].split()
+        top_opp_time[policy] = dict(zip(map(int, residency[::2]), map(int, residency[1::2])))[khz[-1]]
     assert transitions > 0, "schedutil never changed an OPP"
+    # The 300 ms busy burst must take its CPU's policy to the top OPP. Fast switching
+    # resolves OPPs in the driver (->fast_switch), the kthread path in the core.
+    assert any(top_opp_time.values()), f"no time at the top OPP after the busy burst: {top_opp_time}"
+    console = sysfs["CONSOLE"]
+    assert "Fast frequency switching not enabled" not in console
+    assert "frequency invariance provided by the cpufreq driver" in console
 
 
 def test_iowait_boost_cap_knob(init_binary, tmp_path):
