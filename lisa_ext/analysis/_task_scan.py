@@ -116,11 +116,15 @@ def scan_by_task(
     the next span; they keep their stream and row and come before the
     task's rows of the next span, in the same order."""
     ids = TaskIds([pid for _, pid in streams])
-    carried = TaskRows(task=np.zeros(0, dtype=ids.dtype), stream=np.zeros(0, dtype=np.int8), row=np.zeros(0, dtype=np.int64))
+    carried = TaskRows(
+        task=np.zeros(0, dtype=ids.dtype), stream=np.zeros(0, dtype=np.int8), row=np.zeros(0, dtype=np.int64)
+    )
     for spans in time_spans([time for time, _ in streams], size):
         time = np.concatenate([np.full(len(carried.task), _BEFORE_ALL), *(t[s] for (t, _), s in zip(streams, spans))])
         task = np.concatenate([carried.task, *(ids(pid[s]) for (_, pid), s in zip(streams, spans))])
-        stream = np.concatenate([carried.stream, *(np.full(s.stop - s.start, k, dtype=np.int8) for k, s in enumerate(spans))])
+        stream = np.concatenate(
+            [carried.stream, *(np.full(s.stop - s.start, k, dtype=np.int8) for k, s in enumerate(spans))]
+        )
         row = np.concatenate([carried.row, *(np.arange(s.start, s.stop) for s in spans)])
         by_time = np.argsort(time, kind="stable")  # merges the sorted runs
         order = by_time[np.argsort(task[by_time], kind="stable")]  # radix sort of small ids
@@ -151,7 +155,7 @@ def _scan(switch: pd.DataFrame, wake: pd.DataFrame | None) -> SwitchScan:
     sw_time = times_ns(switch)
     out_before_in = np.full(len(sw_time), -1, dtype=np.int64)
     if wake is None:
-        wk_time, wk_pid, in_after_wake = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        wk_time = wk_pid = in_after_wake = np.zeros(0, dtype=np.int64)
     else:
         require_time_order(wake, "wakeup")
         wk_time, wk_pid = times_ns(wake), raw_int_column(wake, "pid")
@@ -184,7 +188,11 @@ def _scan(switch: pd.DataFrame, wake: pd.DataFrame | None) -> SwitchScan:
         return keep[np.sort(np.concatenate([last, pending - 1]))]
 
     scan_by_task(
-        [(sw_time, raw_int_column(switch, "prev_pid")), (wk_time, wk_pid), (sw_time, raw_int_column(switch, "next_pid"))],
+        [
+            (sw_time, raw_int_column(switch, "prev_pid")),
+            (wk_time, wk_pid),
+            (sw_time, raw_int_column(switch, "next_pid")),
+        ],
         step,
     )
     return SwitchScan(out_before_in=out_before_in, in_after_wake=None if wake is None else in_after_wake)
