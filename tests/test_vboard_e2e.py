@@ -182,3 +182,54 @@ def test_capped_boost_leaves_frequency_low_after_io_wakeups(fio_wakeups_by_varia
     mean_boosted = mean(mean(w.freq_khz) for w in boosted)
     mean_capped = mean(mean(w.freq_khz) for w in capped)
     assert mean_boosted >= 1.2 * mean_capped, (mean_boosted, mean_capped)
+
+
+def check_analyses_against_reference(trace_dat: Path) -> dict:
+    """idle_miss and iowait_boost (fast loader) vs analysis_reference on one board trace."""
+    import math
+
+    import analysis_reference as ref
+    from analysis_loaders import fast_trace
+
+    events = ref.report_events(trace_dat)
+    trace = fast_trace(str(trace_dat))
+
+    idle = trace.ana.idle_miss
+    assert idle.resolve_mode() == "event"  # the board's kernel emits cpu_idle_miss
+    want_idle = ref.idle_misses(events)["cpus"]
+    got_idle = idle.df_idle_miss_counts()
+    assert sorted(got_idle.index) == sorted(want_idle)
+    for cpu, w in want_idle.items():
+        assert [got_idle.loc[cpu, k] for k in ("wakeups", "too_deep", "too_shallow")] == \
+            [w["wakeups"], w["too_deep"], w["too_shallow"]], (trace_dat, cpu)
+
+    want_tasks = ref.task_io(events)
+    stat_iowait = [e for e in events if e.name == "sched_stat_iowait"]
+    if stat_iowait:  # the analysis then counts the kernel's iowait stats, not D-state sleeps
+        for w in want_tasks.values():
+            w["iowait_count"], w["iowait_delay_s"] = 0, 0.0
+        for e in stat_iowait:
+            w = want_tasks[int(e.f["pid"])]
+            w["iowait_count"] += 1
+            w["iowait_delay_s"] += int(e.f["delay"]) / 1e9
+    got_tasks = trace.ana.iowait_boost.df_task_iowait()
+    assert sorted(got_tasks.index) == sorted(want_tasks)
+    for pid, w in want_tasks.items():
+        row = got_tasks.loc[pid]
+        assert row["iowait_count"] == w["iowait_count"], (trace_dat, pid)
+        for col in ("iowait_delay_s", "runtime_s", "mean_freq_running_khz"):
+            if w[col] is None:
+                assert math.isnan(row[col]), (trace_dat, pid, col)
+            else:
+                assert math.isclose(row[col], w[col], rel_tol=1e-6, abs_tol=1e-8), (trace_dat, pid, col)
+    return {"idle": want_idle, "tasks": want_tasks}
+
+
+def test_analyses_match_the_reference_on_board_traces(campaign):
+    """The idle-miss and iowait-boost analyses on traces with real cpu_idle_miss and
+    cpu_frequency events, against the reference parser of trace-cmd's text."""
+    for trace_dat in sorted(campaign.glob("runs/*/fio-iowait/*/trace.dat")):
+        found = check_analyses_against_reference(trace_dat)
+        assert sum(w["too_deep"] + w["too_shallow"] for w in found["idle"].values()) > 0
+        assert any(t["comm"] == "fio" and t["iowait_count"] > 300 for t in found["tasks"].values())
+
