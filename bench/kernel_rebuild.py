@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = REPO / "kernels" / "iowait-boost" / "baseline.yml"
 MENU = "drivers/cpuidle/governors/menu.c"
+BOARD_PATCH = REPO / "kernels" / "patches" / "board" / "0001-x86-aperfmperf-frequency-invariance-from-cpufreq.patch"
 
 
 def probe_spec(workdir: Path, src: Path) -> Path:
@@ -36,7 +37,9 @@ def probe_spec(workdir: Path, src: Path) -> Path:
     patch.write_text(f"--- a/{MENU}\n+++ b/{MENU}\n@@ -{n},1 +{n},3 @@\n {original[-1]}\n"
                      f"+int {symbol}(void);\n+int {symbol}(void) {{ return 1; }}\n")
     spec = workdir / f"{symbol}.yml"
-    spec.write_text(f"name: bench\npatches: [{patch}]\nconfigs: [{REPO}/kernels/configs/vboard.config]\n")
+    # the baseline's series (its board-support patch) plus the probe: one file differs
+    spec.write_text(f"name: bench\npatches: [{BOARD_PATCH}, {patch}]\n"
+                    f"configs: [{REPO}/kernels/configs/vboard.config]\n")
     return spec
 
 
