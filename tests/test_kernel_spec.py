@@ -106,7 +106,7 @@ def test_cli_check_reports_ok_and_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "check", str(good)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
-    assert "ok: variant 'no-iowait-boost'" in r.stdout and "1 patch(es)" in r.stdout
+    assert "ok: variant 'no-iowait-boost'" in r.stdout and "2 patch(es)" in r.stdout  # board support + iowait_boost_cap
     bad = write_spec(tmp_path, "name: v\nconfigs: [frag.config]\npatches: [missing.patch]\n")
     r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "check", str(bad)],
                        capture_output=True, text=True, cwd=REPO)
