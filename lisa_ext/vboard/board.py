@@ -31,11 +31,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Kernel command line every boot starts with; a variant's cmdline is appended.
-#: ``tsc=reliable``: TCG's TSC is derived from the host clock, so it is constant
-#: and synchronised, but the guest CPU does not say so (no constant_tsc). Left
-#: alone, the guest would fall back to the (slow, MMIO) HPET clocksource and
-#: register the TSC's cpufreq transition notifier, which disables schedutil's
-#: fast frequency switching and rescales sched_clock at every emulated OPP change.
+#: ``tsc=reliable``: TCG's TSC follows the host clock, so it is synchronised,
+#: but the guest's check found "TSCs unsynchronized" and fell back to the slow
+#: (MMIO) HPET clocksource; this skips that check. See also BoardSettings.cpu.
 BASE_CMDLINE = (
     "console=ttyS0,115200 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init "
     "panic=-1 loglevel=5 tsc=reliable"
@@ -55,15 +53,18 @@ class BoardSettings:
     target_conf, which admits no keys of ours.)
     """
 
-    sockets: int = 2
-    cores_per_socket: int = 2
-    memory_mb: int = 1024
+    sockets: int = qemu.QemuMachine.sockets
+    cores_per_socket: int = qemu.QemuMachine.cores_per_socket
+    memory_mb: int = qemu.QemuMachine.memory_mb
     # One host thread for all vCPUs: with multi-threaded TCG, enabling tracepoints
     # (text_poke_bp's int3 dance) oopsed a guest with "int3" in __schedule.
-    accel: str = "tcg,thread=single"
-    # An Intel vendor string makes the guest kernel infer constant_tsc from the
-    # family (TCG cannot expose invtsc): see BASE_CMDLINE's tsc=reliable.
-    cpu: str = "max,vendor=GenuineIntel"
+    accel: str = qemu.QemuMachine.accel
+    # TCG cannot expose an invariant TSC (invtsc); with an Intel vendor string the
+    # guest infers constant_tsc from the CPU family. Without it, the guest
+    # registers the TSC's cpufreq transition notifier, which disables
+    # schedutil's fast frequency switching ("Fast frequency switching not
+    # enabled") and marks the TSC unstable at the first OPP change.
+    cpu: str = qemu.QemuMachine.cpu
     ssh_port: int = 10022  # target-configs/vboard.yml says so; 0: a free port
     boot_timeout_s: int = 600
 

@@ -15,6 +15,8 @@ __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from lisa_ext.vboard.board import BoardSettings
+
     p = subparsers.add_parser("vboard", help="manage the QEMU virtual board",
                               description="Boot, reach and stop the QEMU TCG virtual board.")
     sub = p.add_subparsers(dest="vboard_command", metavar="ACTION")
@@ -32,11 +34,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--cmdline", default="", help="with --kernel: appended to the board's kernel command line")
     up.add_argument("--method", choices=("boot", "kexec"), default="boot",
                     help="with --variant: restart QEMU (boot, default) or kexec into it on a running board")
-    up.add_argument("--sockets", type=int, default=2, help="sockets, each its own LLC (default 2)")
-    up.add_argument("--cores-per-socket", type=int, default=2, help="cores per socket (default 2)")
-    up.add_argument("--memory-mb", type=int, default=1024, help="guest memory (default 1024)")
-    up.add_argument("--accel", default="tcg,thread=single",
-                    help="QEMU accelerator (default tcg,thread=single; the studies assume TCG)")
+    shape = BoardSettings()
+    up.add_argument("--sockets", type=int, default=shape.sockets,
+                    help=f"sockets, each its own LLC (default {shape.sockets})")
+    up.add_argument("--cores-per-socket", type=int, default=shape.cores_per_socket,
+                    help=f"cores per socket (default {shape.cores_per_socket})")
+    up.add_argument("--memory-mb", type=int, default=shape.memory_mb,
+                    help=f"guest memory (default {shape.memory_mb})")
+    up.add_argument("--accel", default=shape.accel,
+                    help=f"QEMU accelerator (default {shape.accel}; the studies assume TCG)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="power the board off")

@@ -56,11 +56,12 @@ class QemuMachine:
     pidfile: Path
     qmp_socket: Path
     scratch_disk: Path | None = None
+    # The guest's shape and CPU: lisa_ext.vboard.board.BoardSettings says why.
     sockets: int = 2
     cores_per_socket: int = 2
     memory_mb: int = 1024
     accel: str = "tcg,thread=single"
-    cpu: str = "max"
+    cpu: str = "max,vendor=GenuineIntel"
     #: IOPS limit of the scratch disk: each I/O on it is a real wait (an eMMC-like device)
     scratch_iops: int = 500
 
