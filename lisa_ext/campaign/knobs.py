@@ -62,12 +62,15 @@ def read_knob(target, path: str, value: str | None = None) -> str:
     return m.group(1) if m else text
 
 
-def choices(target, path: str) -> list[str] | None:
-    """The values a bracket-style knob offers, or None for plain-value knobs."""
-    text = target.read_value(path).strip()
+def _offered(text: str) -> list[str] | None:
     if not _BRACKETED.search(text):
         return None
     return [c.strip("[]") for c in text.split()]
+
+
+def choices(target, path: str) -> list[str] | None:
+    """The values a bracket-style knob offers, or None for plain-value knobs."""
+    return _offered(target.read_value(path).strip())
 
 
 def write_knob(target, path: str, value: str) -> str:
@@ -86,12 +89,11 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
         if not target.file_exists(path):
             problems.append(f"{path} does not exist on the target")
             continue
-        offered = choices(target, path)
+        text = target.read_value(path).strip()  # one read: on a board, each is an SSH round trip
+        offered = _offered(text)
         if offered is not None and value not in offered:
             problems.append(f"{path}: {value!r} is not offered (choices: {', '.join(offered)})")
-            continue
-        text = target.read_value(path).strip()
-        if _is_flag_list(text) and _flag_token(text, value) is None:
+        elif _is_flag_list(text) and _flag_token(text, value) is None:
             problems.append(f"{path}: no flag {value.removeprefix('NO_')!r} "
                             f"(expected NAME or NO_NAME of one of: {text})")
     return problems
