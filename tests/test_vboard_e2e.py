@@ -5,8 +5,8 @@ the iowait-boost study's baseline kernel and the patched one (schedutil's IO boo
 capped to 0) are built (cached under ~/.cache/lisa-ext), each booted on the board
 by the campaign runner, and a traced fio + rt-app campaign runs on each.
 
-The traces are then read with ``trace-cmd report -N`` and a parser written here
-(not lisa_ext's ingestion): the campaign's traces carry ``cpu_frequency``,
+The traces are then read with ``trace-cmd report`` and the tests' own parser
+(tests/analysis_reference.py, not lisa_ext's ingestion), once per trace: the campaign's traces carry ``cpu_frequency``,
 ``cpu_idle`` and ``cpu_idle_miss``, fio's runs are full of I/O wake-ups, and each
 variant's runs ran that variant's kernel with its knobs read back (the patched
 one with ``iowait_boost_cap`` = 0 on every policy, both with util_est off).
@@ -24,17 +24,20 @@ raises at 29-52 % of wake-ups and 647-907 MHz with the boost, 0-0.2 % and
 408-415 MHz capped.
 """
 
+import functools
 import json
-import re
+import math
 import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 
 import pytest
 
+import analysis_reference as ref
+from analysis_loaders import fast_trace
 from vboard_helpers import BASELINE, REPO, require_board_capabilities
 
 pytestmark = pytest.mark.vboard
@@ -42,21 +45,11 @@ pytestmark = pytest.mark.vboard
 CAMPAIGN = REPO / "campaigns" / "vboard-iowait-boost.yml"
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
 
-_LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
-                   r"(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s*(?P<fields>.*)$")
-_FIELD = re.compile(r"(\w+)=(\S+)")
 
-
-def report_events(trace_dat: Path) -> list[tuple[float, str, dict]]:
-    """(timestamp, event, fields) of every event, from trace-cmd's text output."""
-    text = subprocess.run(["trace-cmd", "report", "-N", str(trace_dat)], capture_output=True,
-                          text=True, check=True).stdout
-    events = []
-    for line in text.splitlines():
-        m = _LINE.match(line)
-        if m:
-            events.append((float(m["ts"]), m["event"], dict(_FIELD.findall(m["fields"]))))
-    return events
+@functools.cache
+def trace_events(trace_dat: Path) -> list[ref.Event]:
+    """Every event of a campaign trace, parsed once for all the tests below."""
+    return ref.report_events(trace_dat)
 
 
 @dataclass
@@ -71,15 +64,16 @@ class FioWakeups:
         return self.raised / len(self.freq_khz)
 
 
-def fio_wakeups(events) -> FioWakeups:
+def fio_wakeups(events: list[ref.Event]) -> FioWakeups:
     """Per fio wake-up that follows a switch-out of the same task (its I/O wait)."""
     freq: dict[int, int] = {}
-    last_raise: dict[int, float] = {}
-    slept_at: dict[str, float] = {}
+    last_raise: dict[int, int] = {}
+    slept_at: dict[str, int] = {}
     out = FioWakeups()
     # trace-cmd report sorts by time; schedutil's switch for an enqueue is emitted
     # before that enqueue's sched_wakeup, at an earlier or equal timestamp
-    for ts, name, fields in events:
+    for e in events:
+        ts, name, fields = e.ns, e.name, e.f
         if name == "cpu_frequency":
             cpu, khz = int(fields["cpu_id"]), int(fields["state"])
             if cpu in freq and khz > freq[cpu]:
@@ -92,7 +86,7 @@ def fio_wakeups(events) -> FioWakeups:
             if cpu not in freq:
                 continue
             out.freq_khz.append(freq[cpu])
-            if last_raise.get(cpu, -1.0) > slept_at[fields["pid"]]:
+            if last_raise.get(cpu, -1) > slept_at[fields["pid"]]:
                 out.raised += 1
     return out
 
@@ -145,36 +139,35 @@ def test_each_variant_ran_its_own_kernel_and_knobs(campaign):
 
 
 def test_traces_carry_idle_misses_and_frequency_changes(campaign):
-    seen = defaultdict(int)
-    for trace in campaign.glob("runs/*/*/*/trace.dat"):
-        for _, name, _ in report_events(trace):
-            seen[name] += 1
+    seen = Counter(e.name for trace in campaign.glob("runs/*/*/*/trace.dat") for e in trace_events(trace))
     assert seen["cpu_frequency"] > 0, dict(seen)
     assert seen["cpu_idle_miss"] > 0, dict(seen)
     assert seen["cpu_idle"] > 0, dict(seen)
 
 
 @pytest.fixture(scope="module")
-def fio_wakeups_by_variant(campaign) -> dict[str, list[FioWakeups]]:
+def fio_wakeups_by_variant(campaign) -> dict[str, dict[Path, FioWakeups]]:
     found = {}
     for variant in ("baseline", "no-iowait-boost"):
-        found[variant] = [fio_wakeups(report_events(run / "trace.dat"))
-                          for run in _runs(campaign, variant, "fio-iowait")]
-        for run, w in zip(_runs(campaign, variant, "fio-iowait"), found[variant]):
-            # ~500 IOPS for 3 s on the throttled disk, one wake-up per read
-            assert len(w.freq_khz) >= 300, f"{run}: {len(w.freq_khz)} fio wake-ups"
+        found[variant] = {run: fio_wakeups(trace_events(run / "trace.dat"))
+                          for run in _runs(campaign, variant, "fio-iowait")}
+        for w in found[variant].values():
             print(f"{variant}: {len(w.freq_khz)} fio wake-ups, frequency raised at "
                   f"{100 * w.raised_frac:.1f} %, mean {mean(w.freq_khz) / 1000:.0f} MHz at wake-up")
     return found
 
 
 def test_fio_runs_are_io_wakeup_bound(fio_wakeups_by_variant):
-    assert all(len(w.freq_khz) >= 300 for runs in fio_wakeups_by_variant.values() for w in runs)
+    for runs in fio_wakeups_by_variant.values():
+        for run, w in runs.items():
+            # ~500 IOPS for 3 s on the throttled disk, one wake-up per read
+            assert len(w.freq_khz) >= 300, f"{run}: {len(w.freq_khz)} fio wake-ups"
 
 
 def test_capped_boost_leaves_frequency_low_after_io_wakeups(fio_wakeups_by_variant):
     """The patch's effect, in the kernel's own decisions: no boost, no raise at I/O wake-ups."""
-    boosted, capped = fio_wakeups_by_variant["baseline"], fio_wakeups_by_variant["no-iowait-boost"]
+    boosted = list(fio_wakeups_by_variant["baseline"].values())
+    capped = list(fio_wakeups_by_variant["no-iowait-boost"].values())
     for w in boosted:
         assert w.raised_frac >= 0.10, f"boost on: frequency raised at only {100 * w.raised_frac:.1f} % of wake-ups"
     for w in capped:
@@ -186,12 +179,7 @@ def test_capped_boost_leaves_frequency_low_after_io_wakeups(fio_wakeups_by_varia
 
 def check_analyses_against_reference(trace_dat: Path) -> dict:
     """idle_miss and iowait_boost (fast loader) vs analysis_reference on one board trace."""
-    import math
-
-    import analysis_reference as ref
-    from analysis_loaders import fast_trace
-
-    events = ref.report_events(trace_dat)
+    events = trace_events(trace_dat)
     trace = fast_trace(str(trace_dat))
 
     idle = trace.ana.idle_miss
