@@ -1,11 +1,42 @@
-"""Build hook for the native parts of lisa_ext (compiled during ``pip install``).
+"""Build hooks for lisa_ext: the native parts and the LISA import hook.
+
+``lisa_ext_lisa_hook.pth`` is copied to the root of site-packages by both a
+regular ``pip install .`` and the editable ``pip install -e .`` that ``make``
+runs: Python executes its line at start-up, which installs the finder of
+:mod:`lisa_ext.lisa_hook` (a no-op if lisa_ext cannot be imported).
 
 ``lisa_ext.trace._tracedat`` is the trace.dat page decoder. It links the
 system's libzstd and zlib (Debian: libzstd-dev, zlib1g-dev, installed by
 scripts/install-system-packages.sh).
 """
 
+import os
+
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+HOOK_PTH = "lisa_ext_lisa_hook.pth"
+
+
+class BuildPyWithHook(build_py):
+    """build_py that also puts :data:`HOOK_PTH` at the root of the wheel."""
+
+    def run(self) -> None:
+        super().run()
+        if self.editable_mode:
+            # editable_wheel installs into the unpacked wheel's root, which is
+            # what becomes site-packages; build_lib is not shipped in that mode
+            root = self.get_finalized_command("install").install_lib
+        else:
+            root = self.build_lib
+        self.copy_file(HOOK_PTH, os.path.join(root, HOOK_PTH), preserve_mode=False)
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        outputs = super().get_outputs(include_bytecode)
+        if not self.editable_mode:
+            outputs.append(os.path.join(self.build_lib, HOOK_PTH))
+        return outputs
+
 
 EXT_MODULES: list = [
     Extension(
@@ -17,4 +48,4 @@ EXT_MODULES: list = [
     ),
 ]
 
-setup(ext_modules=EXT_MODULES)
+setup(ext_modules=EXT_MODULES, cmdclass={"build_py": BuildPyWithHook})
