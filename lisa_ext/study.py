@@ -116,7 +116,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     import warnings
 
     from lisa_ext.report.campaign import read_campaign
-    from lisa_ext.report.traces import load_trace
+    from lisa_ext.trace import load_trace
 
     frames = []
     for run in read_campaign(campaign_dir).runs:
