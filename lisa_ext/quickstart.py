@@ -64,24 +64,20 @@ def preflight(echo=print) -> None:
 
 def campaign_overview(campaign_dir: str | os.PathLike):
     """One row per (variant, workload): runs ok/failed, knobs read back, kernel, trace size."""
-    import json
-
     import pandas as pd
 
-    from lisa_ext.campaign.store import CampaignStore
+    from lisa_ext.campaign.store import read_campaign
 
     rows = []
-    for run_dir, result in CampaignStore(campaign_dir).iter_results():
-        meta = json.loads((run_dir / "meta.json").read_text())
-        trace = run_dir / "trace.dat"
-        knobs = ", ".join(f"{Path(p).name}={k.get('read_back')}"
-                          for p, k in (meta.get("knobs") or {}).items())
+    for run in read_campaign(campaign_dir, allow_empty=True).runs:
+        trace = run.trace
+        knobs = ", ".join(f"{Path(p).name}={k.get('read_back')}" for p, k in run.meta.knobs.items())
         rows.append({
-            "variant": result.variant, "workload": result.workload,
-            "ok": result.status == "ok", "knobs read back": knobs,
-            "kernel": (meta.get("kernel") or {}).get("release"),
-            "run s": meta.get("duration_s"),
-            "trace MB": trace.stat().st_size / 1e6 if trace.exists() else 0.0,
+            "variant": run.variant, "workload": run.workload,
+            "ok": run.ok, "knobs read back": knobs,
+            "kernel": run.meta.kernel_release,
+            "run s": run.meta.duration_s,
+            "trace MB": trace.stat().st_size / 1e6 if trace is not None else 0.0,
         })
     df = pd.DataFrame(rows)
     if df.empty:
@@ -96,6 +92,7 @@ def campaign_overview(campaign_dir: str | os.PathLike):
 def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
     """The per-run metrics of one workload: one row per run, one column per metric (with unit).
 
+    Failed runs are left out, as in the report (:func:`lisa_ext.campaign.store.metrics_table`).
     ``metrics`` restricts the columns (default: every metric the workload reports).
     """
     from lisa_ext.campaign.store import metrics_table

@@ -115,7 +115,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     """
     import warnings
 
-    from lisa_ext.report.campaign import read_campaign
+    from lisa_ext.campaign.store import read_campaign
     from lisa_ext.trace import load_trace
 
     frames = []
