@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from lisa_ext.errors import UserError
+from lisa_ext.knobs import KnobError, ShellKnobTarget, apply_knobs
 
 __all__ = [
     "DeployError",
@@ -222,40 +223,13 @@ def _running_on_shell(shell: _Shell) -> dict[str, str | None]:
     }
 
 
-def _knob_items(knobs) -> list[tuple[str, str]]:
-    """Knobs as (path, value) pairs, from a mapping or a sequence of pairs."""
-    if not knobs:
-        return []
-    if isinstance(knobs, Mapping):
-        return [(str(k), str(v)) for k, v in knobs.items()]
-    return [(str(path), str(value)) for path, value in knobs]
-
-
 def _apply_knobs(shell: _Shell, knobs) -> dict[str, str]:
-    """Write each runtime knob, then read it back: a knob that did not take is an error.
-
-    A knob path may be a shell glob (``.../policy*/scaling_governor``): every
-    match is written, and a glob matching nothing is an error.
-    """
-    applied = {}
-    for pattern, value in _knob_items(knobs):
-        if any(c in pattern for c in "*?["):
-            # the glob is expanded by the target's shell; each match is quoted from then on
-            listing = shell.run(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; true", timeout=60)
-            paths = [line for line in listing.splitlines() if line]
-            if not paths:
-                raise DeployError(f"knob {pattern}: no file matches on the target")
-        else:
-            paths = [pattern]
-        for path in paths:
-            quoted = shlex.quote(path)
-            shell.run(f"echo {shlex.quote(value)} > {quoted}", timeout=60)
-            readback = shell.run(f"cat {quoted}", timeout=60).strip()
-            # sysfs lists show the chosen entry in brackets, e.g. "[menu] teo"
-            if readback != value and f"[{value}]" not in readback.split():
-                raise DeployError(f"knob {path}: wrote {value!r}, reads back {readback!r}")
-            applied[path] = readback
-    return applied
+    """The variant's runtime knobs, written for the boot and read back
+    (:func:`lisa_ext.knobs.apply_knobs`: globs, bracketed choices, flag lists)."""
+    try:
+        return apply_knobs(ShellKnobTarget(shell), knobs or {})
+    except KnobError as exc:
+        raise DeployError(str(exc)) from None
 
 
 # -- the three paths ----------------------------------------------------------
