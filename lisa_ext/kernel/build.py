@@ -35,6 +35,7 @@ from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_spec
 from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree
 
 __all__ = [
+    "build_env",
     "KernelArtefacts",
     "BuildError",
     "build_variant",
@@ -120,7 +121,10 @@ def artefact_hash(spec: VariantSpec, tree_key: str) -> str:
     return h.hexdigest()
 
 
-def _make_env() -> dict[str, str]:
+def build_env() -> dict[str, str]:
+    """The environment of every kernel ``make``: ccache in our cache, a fixed
+    build user and host (reproducible ``uname -v``), no inherited ARCH /
+    CROSS_COMPILE / LOCALVERSION."""
     env = dict(os.environ)
     env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
     env.setdefault("CCACHE_MAXSIZE", "5G")
@@ -290,7 +294,7 @@ def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: 
     if (directory / "artefacts.json").exists() and not force:
         return _load_cached(spec, directory, cached=True)
     jobs = jobs or int(os.environ.get("LISA_EXT_KERNEL_JOBS", 0)) or os.cpu_count() or 2
-    env = _make_env()
+    env = build_env()
     with tree.locked():
         if (directory / "artefacts.json").exists() and not force:
             return _load_cached(spec, directory, cached=True)

@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from lisa_ext.errors import UserError
 from lisa_ext.knobs import KnobError, ShellKnobTarget, apply_knobs
+from lisa_ext.running_kernel import probe_running_kernel
 
 __all__ = [
     "DeployError",
@@ -208,19 +209,9 @@ def _verify(expected: Mapping[str, str | None], running: Mapping[str, str | None
 
 
 def _running_on_shell(shell: _Shell) -> dict[str, str | None]:
-    from lisa_ext.vboard.board import _parse_build_id
-
-    out = shell.run(
-        "uname -r; uname -v; cat /proc/sys/kernel/random/boot_id; "
-        "od -An -v -tx1 /sys/kernel/notes 2>/dev/null | tr -d ' \\n'", timeout=60
-    ).split("\n")
-    notes = out[3].strip() if len(out) > 3 else ""
-    return {
-        "release": out[0].strip(),
-        "version": out[1].strip(),
-        "boot_id": out[2].strip(),
-        "build_id": _parse_build_id(bytes.fromhex(notes)) if notes else None,
-    }
+    running = probe_running_kernel(lambda command: shell.run(command, timeout=60))
+    return {"release": running.release, "version": running.version,
+            "boot_id": running.boot_id, "build_id": running.build_id}
 
 
 def _apply_knobs(shell: _Shell, knobs) -> dict[str, str]:
