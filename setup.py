@@ -1,4 +1,4 @@
-"""Build hooks for lisa_ext: the native parts and the LISA import hook.
+"""Build hooks for lisa_ext: the native parts, the LISA import hook, the workbench files.
 
 ``lisa_ext_lisa_hook.pth`` is copied to the root of site-packages by both a
 regular ``pip install .`` and the editable ``pip install -e .`` that ``make``
@@ -11,11 +11,27 @@ scripts/install-system-packages.sh).
 """
 
 import os
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HOOK_PTH = "lisa_ext_lisa_hook.pth"
+#: the workbench's input directories, shipped to <prefix>/share/lisa-ext so a
+#: regular install runs studies and builds kernels (see lisa_ext/workbench.py)
+WORKBENCH_DIRS = ("campaigns", "kernels", "notebooks", "target-configs")
+
+
+def workbench_data_files() -> list[tuple[str, list[str]]]:
+    out = []
+    for top in WORKBENCH_DIRS:
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
+            files = sorted(os.path.join(dirpath, f) for f in filenames
+                           if not f.startswith(".") and not f.endswith((".pyc", ".ko", ".o")))
+            if files:
+                out.append((str(Path("share", "lisa-ext", dirpath)), files))
+    return out
 
 
 class BuildPyWithHook(build_py):
@@ -48,4 +64,5 @@ EXT_MODULES: list = [
     ),
 ]
 
-setup(ext_modules=EXT_MODULES, cmdclass={"build_py": BuildPyWithHook})
+setup(ext_modules=EXT_MODULES, cmdclass={"build_py": BuildPyWithHook},
+      data_files=workbench_data_files())

@@ -25,13 +25,11 @@ import sys
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["register", "preflight", "run_quickstart", "campaign_overview", "per_run_table", "workloads",
-           "variant_summary", "plot_key_metrics", "KEY_METRICS", "REPO_ROOT"]
+           "variant_summary", "plot_key_metrics", "KEY_METRICS"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SPEC = REPO_ROOT / "notebooks" / "quickstart.yml"
-NOTEBOOK = REPO_ROOT / "notebooks" / "quickstart.ipynb"
 TRACEFS = "/sys/kernel/tracing"
 
 #: metrics of the quickstart workloads shown in the summary and the figure
@@ -176,7 +174,7 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     from lisa_ext.target import check_target_conf
 
     preflight(echo)
-    spec = load_spec(SPEC)
+    spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
     check_target_conf(spec.target)
     if fresh and campaign_dir.exists():
         shutil.rmtree(campaign_dir)
@@ -195,7 +193,7 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     echo("executing notebooks/quickstart.ipynb ...")
     from lisa_ext.study import execute_notebook
 
-    return execute_notebook(NOTEBOOK, out_html, {"campaign_dir": str(campaign_dir.resolve())})
+    return execute_notebook(workbench_path("notebooks", "quickstart.ipynb"), out_html, {"campaign_dir": str(campaign_dir.resolve())})
 
 
 def _handler(args: argparse.Namespace) -> int:
@@ -208,9 +206,9 @@ def _handler(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("quickstart", help="run the quickstart study on this machine")
-    p.add_argument("--data", default=str(REPO_ROOT / "data" / "quickstart"),
+    p.add_argument("--data", default=str(output_dir() / "data" / "quickstart"),
                    help="campaign directory (default: data/quickstart)")
-    p.add_argument("--out", default=str(REPO_ROOT / "out" / "quickstart.html"),
+    p.add_argument("--out", default=str(output_dir() / "out" / "quickstart.html"),
                    help="HTML report (default: out/quickstart.html)")
     p.add_argument("--fresh", action="store_true", help="discard earlier runs and start over")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

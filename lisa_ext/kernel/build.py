@@ -33,6 +33,7 @@ from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_spec
 from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree
+from lisa_ext.workbench import workbench_path
 
 __all__ = [
     "build_env",
@@ -90,8 +91,8 @@ class KernelArtefacts:
 
 
 def platform_emu_dir() -> Path:
-    """``kernels/platform-emu`` of this checkout (the emulation modules' sources)."""
-    return Path(__file__).resolve().parents[2] / "kernels" / "platform-emu"
+    """``kernels/platform-emu`` of the workbench (the emulation modules' sources)."""
+    return workbench_path("kernels", "platform-emu")
 
 
 def cross_compiler() -> str | None:

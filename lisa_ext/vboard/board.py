@@ -20,6 +20,7 @@ from typing import Sequence
 
 from lisa_ext.errors import UserError
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
+from lisa_ext.workbench import workbench_path
 from lisa_ext.vboard import qemu, rootfs
 
 __all__ = [
@@ -42,8 +43,8 @@ BASE_CMDLINE = (
 
 
 def default_target_conf_path() -> Path:
-    """``target-configs/vboard.yml`` of this checkout."""
-    return Path(__file__).resolve().parents[2] / "target-configs" / "vboard.yml"
+    """``target-configs/vboard.yml`` of the workbench."""
+    return workbench_path("target-configs", "vboard.yml")
 
 
 @dataclass(frozen=True)
