@@ -90,3 +90,17 @@ def test_trace_from_our_loader_has_our_analyses_without_importing_them():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["df_placement_matrix", "df_idle_miss_counts"]
+
+
+def test_plain_lisa_import_works_in_the_jupyter_kernel():
+    # a kernel engineer's first notebook cell, in the kernel the project's venv registers
+    import nbclient
+    import nbformat
+
+    cell = ("from lisa.trace import Trace\n"
+            "import lisa.analysis.tasks\n"
+            "print(Trace.__name__)")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300).execute()
+    stdout = [o.get("text") for o in nb.cells[0].outputs if o.get("name") == "stdout"]
+    assert stdout == ["Trace\n"]
