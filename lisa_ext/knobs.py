@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shlex
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 __all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "applied_knobs", "apply_knobs",
            "check_knobs", "choices", "expand_knobs", "knob_problem", "read_knob", "revert_knobs",

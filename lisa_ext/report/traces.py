@@ -19,7 +19,6 @@ recorded; a skipped or failed source is a note, never silent.
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
