@@ -222,17 +222,14 @@ class CampaignStore:
         return removed
 
     def iter_results(self) -> Iterator[tuple[Path, RunResult]]:
-        """Every finished run, in (variant, workload, iteration) order."""
+        """Every finished run, in (variant, workload, iteration) order (read by
+        :func:`read_campaign`, the one walker of the store)."""
         if not self.runs_dir.is_dir():
             return
-        found = []
-        for result in self.runs_dir.glob("*/*/*/result.json"):
-            if not result.parent.name.isdigit():
-                continue
-            wdir, vdir = result.parent.parent, result.parent.parent.parent
-            key = RunKey(vdir.name, wdir.name, int(result.parent.name))
-            found.append((result.parent, load_result(result, key)))
-        yield from sorted(found, key=lambda pr: pr[1].key)
+        runs = read_campaign(self.root, allow_empty=True).runs
+        for run in sorted(runs, key=lambda r: r.key):
+            yield run.path, RunResult(run.campaign, run.variant, run.workload, run.iteration,
+                                      run.status, run.error, list(run.metrics))
 
     def results(self) -> dict[RunKey, RunResult]:
         return {r.key: r for _path, r in self.iter_results()}
