@@ -3,8 +3,8 @@
 NAME is idle-miss, wakeup-latency, wq-placement or iowait-boost. The trace is
 loaded with the fast loader (:func:`lisa_ext.trace.load_trace`) when it is
 installed, else with LISA's own; ``--loader`` forces one. Tables are printed
-for people, ``--json`` prints the figures in the layout documented in the
-README "Analyses" section.
+for people, ``--json`` prints the figures in the layout documented in
+docs/analyses.md.
 """
 
 from __future__ import annotations
