@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from lisa_ext.campaign.spec import load_spec as load_campaign_spec
 from lisa_ext.cli import _build_parser
+from lisa_ext.kernel.spec import load_spec as load_variant_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -129,3 +131,29 @@ def test_documented_commands_exist(page: Path):
                 if option not in known:
                     problems.append(f"`{command}`: {' '.join(chain)} has no option {option}")
     assert not problems, f"{_page_id(page)}: " + "; ".join(problems)
+
+
+def _yaml_blocks(page: Path) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.S)
+
+
+def test_campaign_spec_example_is_valid(tmp_path: Path):
+    blocks = _yaml_blocks(ROOT / "docs" / "campaigns.md")
+    assert len(blocks) == 1
+    (tmp_path / "target-configs").symlink_to(ROOT / "target-configs")
+    spec_path = tmp_path / "campaigns" / "example.yml"
+    spec_path.parent.mkdir()
+    spec_path.write_text(blocks[0])
+    spec = load_campaign_spec(spec_path)
+    assert [v.name for v in spec.variants] == ["cache", "system"]
+
+
+def test_kernel_variant_example_is_valid(tmp_path: Path):
+    blocks = _yaml_blocks(ROOT / "docs" / "kernels.md")
+    assert len(blocks) == 1
+    for shared in ("patches", "configs"):
+        (tmp_path / shared).symlink_to(ROOT / "kernels" / shared)
+    spec_path = tmp_path / "study" / "example.yml"
+    spec_path.parent.mkdir()
+    spec_path.write_text(blocks[0])
+    assert load_variant_spec(spec_path).name == "no-iowait-boost"
