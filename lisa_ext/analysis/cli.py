@@ -5,7 +5,7 @@ NAME is the ``cli_name`` of an analysis of
 ``add_cli_arguments``. The trace is loaded with :func:`lisa_ext.trace.load_trace`
 (``--loader lisa`` uses LISA's own parsers instead). Tables are printed for
 people, ``--json`` prints the analysis's ``summary()``, in the layout documented
-in the README "Analyses" section.
+in docs/analyses.md.
 """
 
 from __future__ import annotations
