@@ -11,12 +11,13 @@ tables and CPU topology some of them need, :mod:`lisa_ext.analysis.cli` the
 ``lisa-ext analyse`` command.
 """
 
+from lisa_ext.analysis.energy import EnergyAnalysis
 from lisa_ext.analysis.idle_miss import IdleMissAnalysis
 from lisa_ext.analysis.iowait_boost import IowaitBoostAnalysis
 from lisa_ext.analysis.wakeup_latency import WakeupLatencyAnalysis
 from lisa_ext.analysis.wq_placement import WqPlacementAnalysis
 
-__all__ = ["IdleMissAnalysis", "IowaitBoostAnalysis", "WakeupLatencyAnalysis", "WqPlacementAnalysis", "ANALYSES"]
+__all__ = ["ANALYSES", "EnergyAnalysis", "IdleMissAnalysis", "IowaitBoostAnalysis", "WakeupLatencyAnalysis", "WqPlacementAnalysis"]
 
 #: CLI name -> analysis class.
 ANALYSES = {
@@ -24,4 +25,5 @@ ANALYSES = {
     "wakeup-latency": WakeupLatencyAnalysis,
     "wq-placement": WqPlacementAnalysis,
     "iowait-boost": IowaitBoostAnalysis,
+    "energy": EnergyAnalysis,
 }

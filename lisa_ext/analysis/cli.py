@@ -20,7 +20,7 @@ from lisa_ext.errors import UserError
 
 __all__ = ["register", "load", "run_analysis", "NAMES"]
 
-NAMES = ("idle-miss", "wakeup-latency", "wq-placement", "iowait-boost")
+NAMES = ("idle-miss", "wakeup-latency", "wq-placement", "iowait-boost", "energy")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("iowait-boost")
     g.add_argument("--window-ms", type=float, default=4.0,
                    help="frequency window after each wakeup (default 4 ms)")
+    from lisa_ext.analysis.energy import EnergyAnalysis
+
+    EnergyAnalysis.add_cli_arguments(p.add_argument_group("energy"))
     p.set_defaults(func=handler)
 
 
@@ -181,6 +184,10 @@ def run_analysis(name: str, trace: Any, args: argparse.Namespace) -> tuple[dict[
             figures["iowait_boost_events"] = int(len(boost))
             tables.append(("sugov_set_iowait_boost timeline", boost))
         return figures, tables
+    if name == "energy":
+        ana = trace.ana.energy
+        return ana.summary(model=args.model), [("energy per CPU", ana.df_energy(args.model, by="cpu")),
+                                               ("energy per cluster", ana.df_energy(args.model, by="cluster"))]
     raise UserError(f"unknown analysis {name!r}, expected one of {', '.join(NAMES)}")
 
 
