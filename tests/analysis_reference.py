@@ -455,13 +455,15 @@ def frequency_residency(events) -> dict[tuple[int, int], tuple[float, float]]:
 # --- energy ------------------------------------------------------------------
 
 
-def energy_mj(events, model: dict) -> dict:
+def energy_mj(events, model: dict, window_ns=None) -> dict:
     """Energy (mJ) per CPU from cpu_frequency + cpu_idle, walking the events in
     file order: each CPU's (frequency, idle state) is priced by ``model`` (the
     model-file dict) from the first to the last event of the whole trace. The
     state before a CPU's first event of a kind is what that event implies
-    (its frequency; busy before an entry, state 0 before an exit)."""
+    (its frequency; busy before an entry, state 0 before an exit). With
+    ``window_ns`` only the time inside (start, end) counts."""
     start, end = min(e.ns for e in events), max(e.ns for e in events)
+    lo_ns, hi_ns = window_ns or (start, end)
     opp, idle, cluster_of = {}, {}, {}
     for name, c in model["clusters"].items():
         for cpu in c["cpus"]:
@@ -484,7 +486,9 @@ def energy_mj(events, model: dict) -> dict:
 
     def close(cpu, ns):
         power = opp[cpu][freq[cpu]] if state[cpu] is None else idle[cpu][state[cpu]]
-        energy[cpu] += (ns - since[cpu]) / 1e9 * power
+        overlap = min(ns, hi_ns) - max(since[cpu], lo_ns)
+        if overlap > 0:
+            energy[cpu] += overlap / 1e9 * power
         since[cpu] = ns
 
     for e in events:
@@ -501,4 +505,4 @@ def energy_mj(events, model: dict) -> dict:
     clusters = defaultdict(float)
     for cpu, mj in energy.items():
         clusters[cluster_of[cpu]] += mj
-    return {"cpus": energy, "clusters": dict(clusters), "total": sum(energy.values()), "window_ns": (start, end)}
+    return {"cpus": energy, "clusters": dict(clusters), "total": sum(energy.values()), "window_ns": (lo_ns, hi_ns)}

@@ -44,6 +44,18 @@ def test_summary_matches_reference(juno, expected):
     assert got["model"] == load_model(JUNO_MODEL).to_dict()
 
 
+def test_window_matches_reference(juno, model_dict):
+    start_ns, end_ns = 2084_100_000_000, 2084_300_000_000
+    want = ref.energy_mj(reference_events(str(JUNO)), model_dict, window_ns=(start_ns, end_ns))
+    got = juno.ana.energy.summary(model=str(JUNO_MODEL), window=(start_ns / 1e9, end_ns / 1e9))
+    assert got["window_s"] == [2084.1, 2084.3]
+    assert got["total_energy_mj"] == pytest.approx(want["total"], rel=1e-6)
+    for cpu, mj in want["cpus"].items():
+        assert got["cpus"][str(cpu)] == pytest.approx(mj, rel=1e-6, abs=1e-9), cpu
+    with pytest.raises(UserError, match="not inside the trace"):
+        juno.ana.energy.summary(model=str(JUNO_MODEL), window=(2000.0, 2084.3))
+
+
 def test_residency_covers_the_window(juno):
     df = juno.ana.energy.df_residency()
     start, end = juno.ana.energy.window()

@@ -9,7 +9,8 @@ kernel/sched/idle.c). The power model is an
 :class:`lisa_ext.analysis.energy_model.EnergyModel` (a model file, or the
 target's Energy Model, kernel/power/energy_model.c).
 
-Definition, per CPU over the trace's window (its first to last event): busy
+Definition, per CPU over the trace's window (its first to last event, or a
+window given by the caller, e.g. a workload's start and end): busy
 time at each frequency x that OPP's power + time in each idle state x that
 state's power. Before a CPU's first ``cpu_frequency`` event its frequency is
 that event's value (a CPU with none takes the first event of another CPU of
@@ -62,21 +63,28 @@ class EnergyAnalysis(TraceAnalysisBase):
         parser.add_argument("--model", metavar="MODEL.json",
                             help="energy: power model file {clusters: {name: {cpus, opp_mw, idle_mw}}}")
 
-    def window(self) -> tuple[float, float]:
-        """The trace's first and last event time (s)."""
-        return float(self.trace.start), float(self.trace.end)
+    def window(self, window: tuple[float, float] | None = None) -> tuple[float, float]:
+        """``window`` checked against the trace, by default its first and last event time (s)."""
+        first, last = float(self.trace.start), float(self.trace.end)
+        if window is None:
+            return first, last
+        start, end = float(window[0]), float(window[1])
+        if not first <= start <= end <= last:
+            raise UserError(f"energy: window {start}..{end} s is not inside the trace ({first}..{last} s)")
+        return start, end
 
     @TraceAnalysisBase.cache
     @requires_events(*EVENTS)
-    def df_residency(self) -> pd.DataFrame:
-        """Time each CPU spent at each (frequency, idle state) over :meth:`window`:
+    def df_residency(self, window: tuple[float, float] | None = None) -> pd.DataFrame:
+        """Time each CPU spent at each (frequency, idle state) over :meth:`window`
+        (a CPU's state at the window's start is set by the events before it):
 
         * ``cpu``: the CPU
         * ``freq_khz``: its frequency (the policy's OPP, also while idle)
         * ``state``: the idle state, or ``BUSY`` (-1) when not idle
         * ``time_s``: seconds spent so
         """
-        start, end = self.window()
+        start, end = self.window(window)
         freq = self.trace.df_event("cpu_frequency")
         idle = self.trace.df_event("cpu_idle")
         f_cpu, f_val, f_t = int_column(freq, "cpu_id"), int_column(freq, "state"), event_times(freq)
@@ -110,13 +118,14 @@ class EnergyAnalysis(TraceAnalysisBase):
         return residency
 
     @df_residency.used_events
-    def df_residency_energy(self, model: EnergyModel | str) -> pd.DataFrame:
+    def df_residency_energy(self, model: EnergyModel | str,
+                            window: tuple[float, float] | None = None) -> pd.DataFrame:
         """:meth:`df_residency` priced by ``model`` (an EnergyModel or a model file path):
         ``cpu``, ``cluster``, ``freq_khz``, ``state`` (``BUSY`` = -1), ``time_s``,
         ``power_mw`` (per CPU) and ``energy_mj`` = time_s x power_mw."""
         if isinstance(model, str):
             model = load_model(model)
-        df = self._fill_missing_frequencies(self.df_residency(), model)
+        df = self._fill_missing_frequencies(self.df_residency(window), model)
         cluster = [model.cluster_of(int(c)) for c in df["cpu"]]
         power = np.empty(len(df))
         for i, (name, f, s) in enumerate(zip(cluster, df["freq_khz"].to_numpy(), df["state"].to_numpy())):
@@ -135,13 +144,14 @@ class EnergyAnalysis(TraceAnalysisBase):
         return out[list(RESIDENCY_COLUMNS)]
 
     @df_residency.used_events
-    def df_energy(self, model: EnergyModel | str, by: str = "cpu") -> pd.DataFrame:
+    def df_energy(self, model: EnergyModel | str, by: str = "cpu",
+                  window: tuple[float, float] | None = None) -> pd.DataFrame:
         """Energy grouped ``by`` ``"cpu"`` or ``"cluster"``: columns ``energy_mj``,
         ``busy_s`` (time not idle), ``idle_s`` and ``avg_power_mw`` (energy over
         the window), indexed by the group."""
         if by not in ("cpu", "cluster"):
             raise UserError(f"energy: by must be cpu or cluster, not {by!r}")
-        df = self.df_residency_energy(model)
+        df = self.df_residency_energy(model, window)
         busy = df["state"] == BUSY
         grouped = pd.DataFrame({
             by: df[by],
@@ -149,12 +159,13 @@ class EnergyAnalysis(TraceAnalysisBase):
             "busy_s": np.where(busy, df["time_s"], 0.0),
             "idle_s": np.where(busy, 0.0, df["time_s"]),
         }).groupby(by, sort=True).sum()
-        start, end = self.window()
+        start, end = self.window(window)
         grouped["avg_power_mw"] = grouped["energy_mj"] / (end - start) if end > start else np.nan
         return grouped
 
     @df_residency.used_events
-    def summary(self, model: EnergyModel | str | None = None, **options) -> dict:
+    def summary(self, model: EnergyModel | str | None = None,
+                window: tuple[float, float] | None = None, **options) -> dict:
         """The JSON figures: the model used, the window, energy per CPU and
         cluster and the total (mJ), and the average power (mW)."""
         if model is None:
@@ -162,9 +173,9 @@ class EnergyAnalysis(TraceAnalysisBase):
                             "(or the target's, lisa_ext.analysis.energy_model.model_from_target)")
         if isinstance(model, str):
             model = load_model(model)
-        start, end = self.window()
-        cpus = self.df_energy(model, by="cpu")
-        clusters = self.df_energy(model, by="cluster")
+        start, end = self.window(window)
+        cpus = self.df_energy(model, by="cpu", window=window)
+        clusters = self.df_energy(model, by="cluster", window=window)
         total = float(cpus["energy_mj"].sum())
         return {
             "model": model.to_dict(),
