@@ -116,6 +116,15 @@ def test_target_dump_parsing():
         parse_target_dump("", "vboard")
 
 
+def test_model_from_a_target_without_energy_model():
+    """This machine (x86, no cpufreq) has no Energy Model: reading it names the target config."""
+    from lisa_ext.analysis.energy_model import resolve_model
+
+    local = ref.REPO / "target-configs/local.yml"
+    with pytest.raises(UserError, match=rf"{local}: no Energy Model in /sys/kernel/debug/energy_model"):
+        resolve_model(local)
+
+
 def test_cli_json(expected):
     out = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "analyse", "energy", str(JUNO),
                           "--model", str(JUNO_MODEL), "--json"], capture_output=True, text=True, check=True).stdout

@@ -185,9 +185,11 @@ def run_analysis(name: str, trace: Any, args: argparse.Namespace) -> tuple[dict[
             tables.append(("sugov_set_iowait_boost timeline", boost))
         return figures, tables
     if name == "energy":
-        ana = trace.ana.energy
-        return ana.summary(model=args.model), [("energy per CPU", ana.df_energy(args.model, by="cpu")),
-                                               ("energy per cluster", ana.df_energy(args.model, by="cluster"))]
+        from lisa_ext.analysis.energy_model import resolve_model
+
+        ana, model = trace.ana.energy, resolve_model(args.model) if args.model else None
+        return ana.summary(model=model), [("energy per CPU", ana.df_energy(model, by="cpu")),
+                                          ("energy per cluster", ana.df_energy(model, by="cluster"))]
     raise UserError(f"unknown analysis {name!r}, expected one of {', '.join(NAMES)}")
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from lisa_ext import compat
 from lisa_ext.analysis._frames import IDLE_EXIT, event_times, int_column
-from lisa_ext.analysis.energy_model import EnergyModel, load_model
+from lisa_ext.analysis.energy_model import EnergyModel, resolve_model
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -60,8 +60,9 @@ class EnergyAnalysis(TraceAnalysisBase):
     @classmethod
     def add_cli_arguments(cls, parser) -> None:
         """``--model MODEL.json``: the power model (see :mod:`lisa_ext.analysis.energy_model`)."""
-        parser.add_argument("--model", metavar="MODEL.json",
-                            help="energy: power model file {clusters: {name: {cpus, opp_mw, idle_mw}}}")
+        parser.add_argument("--model", metavar="MODEL",
+                            help="energy: power model file (JSON: {clusters: {name: {cpus, opp_mw, idle_mw}}}), "
+                                 "or a target config YAML to read that target's Energy Model")
 
     def window(self, window: tuple[float, float] | None = None) -> tuple[float, float]:
         """``window`` checked against the trace, by default its first and last event time (s)."""
@@ -120,11 +121,12 @@ class EnergyAnalysis(TraceAnalysisBase):
     @df_residency.used_events
     def df_residency_energy(self, model: EnergyModel | str,
                             window: tuple[float, float] | None = None) -> pd.DataFrame:
-        """:meth:`df_residency` priced by ``model`` (an EnergyModel or a model file path):
+        """:meth:`df_residency` priced by ``model`` (an EnergyModel, a model file
+        path or a target config, see :func:`~lisa_ext.analysis.energy_model.resolve_model`):
         ``cpu``, ``cluster``, ``freq_khz``, ``state`` (``BUSY`` = -1), ``time_s``,
         ``power_mw`` (per CPU) and ``energy_mj`` = time_s x power_mw."""
         if isinstance(model, str):
-            model = load_model(model)
+            model = resolve_model(model)
         df = self._fill_missing_frequencies(self.df_residency(window), model)
         cluster = [model.cluster_of(int(c)) for c in df["cpu"]]
         power = np.empty(len(df))
@@ -172,7 +174,7 @@ class EnergyAnalysis(TraceAnalysisBase):
             raise UserError("energy: a power model is needed: --model MODEL.json "
                             "(or the target's, lisa_ext.analysis.energy_model.model_from_target)")
         if isinstance(model, str):
-            model = load_model(model)
+            model = resolve_model(model)
         start, end = self.window(window)
         cpus = self.df_energy(model, by="cpu", window=window)
         clusters = self.df_energy(model, by="cluster", window=window)

@@ -73,6 +73,8 @@ class Meter:
     target: Any
     command: str
     channels: tuple[str, ...]
+    model: dict | None = None
+    """The target's Energy Model (model-file format) when it has one, stored with each run."""
 
     def read(self) -> dict[str, int]:
         """Cumulative energy per channel, microjoules."""
@@ -97,7 +99,20 @@ def open_meter(target: Any, kind: str, target_name: str = "the target") -> Meter
                  "no readable /sys/bus/iio/devices/iio:device*/energy_value (Pixel 6 ODPM driver)")
         raise UserError(f"energy meter {kind} cannot be read on {target_name}: {where}")
     meter.channels = tuple(sorted(channels))
+    meter.model = _energy_model(target, target_name)
     return meter
+
+
+def _energy_model(target: Any, target_name: str) -> dict | None:
+    """The target's Energy Model, so that each run's trace can be priced as the meter was."""
+    # Deferred: lisa_ext.analysis registers every LISA analysis on import, which
+    # campaign spec checking (this module's other user) must not pay for.
+    from lisa_ext.analysis.energy_model import model_from_target
+
+    try:
+        return model_from_target(target, name=target_name).to_dict()
+    except UserError:
+        return None  # no Energy Model on this target (most real boards): the meter alone
 
 
 @contextlib.contextmanager
@@ -133,3 +148,5 @@ def metered(meter: Meter | None, meta: dict) -> Iterator[list[Metric]]:
         "sampling": "cumulative counters read once just before and once just after the workload "
                     "(host monotonic clock between the two reads)",
     }
+    if meter.model is not None:
+        meta["energy"]["model"] = meter.model
