@@ -73,8 +73,7 @@ class Meter:
     target: Any
     command: str
     channels: tuple[str, ...]
-    model: dict | None = None
-    """The target's Energy Model (model-file format) when it has one, stored with each run."""
+    target_name: str = "the target"
 
     def read(self) -> dict[str, int]:
         """Cumulative energy per channel, microjoules."""
@@ -90,7 +89,7 @@ def open_meter(target: Any, kind: str, target_name: str = "the target") -> Meter
     if kind not in METER_KINDS:
         raise UserError(f"energy: {kind!r} is not a meter kind; allowed: {', '.join(METER_KINDS)}")
     command = _HWMON_CMD if kind == "hwmon" else _PIXEL6_CMD
-    meter = Meter(kind, target, command, ())
+    meter = Meter(kind, target, command, (), target_name)
     channels = meter.read()
     if not channels:
         where = ("no readable /sys/class/hwmon/hwmon*/energy*_input (a kernel with CONFIG_HWMON "
@@ -99,7 +98,6 @@ def open_meter(target: Any, kind: str, target_name: str = "the target") -> Meter
                  "no readable /sys/bus/iio/devices/iio:device*/energy_value (Pixel 6 ODPM driver)")
         raise UserError(f"energy meter {kind} cannot be read on {target_name}: {where}")
     meter.channels = tuple(sorted(channels))
-    meter.model = _energy_model(target, target_name)
     return meter
 
 
@@ -119,11 +117,14 @@ def _energy_model(target: Any, target_name: str) -> dict | None:
 def metered(meter: Meter | None, meta: dict) -> Iterator[list[Metric]]:
     """Read ``meter`` around the block; on success the yielded list receives the
     metrics (``energy_<channel>_j``, ``energy_j``, ``power_mw``) and
-    ``meta["energy"]`` the meter kind, channels and sampling."""
+    ``meta["energy"]`` the meter kind, channels and sampling, and the target's
+    Energy Model when it has one (to price the run's trace as the meter did)."""
     metrics: list[Metric] = []
     if meter is None:
         yield metrics
         return
+    # read per run: a kernel variant may bring other tables than the previous run's
+    model = _energy_model(meter.target, meter.target_name)
     before, t0 = meter.read(), time.monotonic()
     yield metrics
     after, t1 = meter.read(), time.monotonic()
@@ -148,5 +149,5 @@ def metered(meter: Meter | None, meta: dict) -> Iterator[list[Metric]]:
         "sampling": "cumulative counters read once just before and once just after the workload "
                     "(host monotonic clock between the two reads)",
     }
-    if meter.model is not None:
-        meta["energy"]["model"] = meter.model
+    if model is not None:
+        meta["energy"]["model"] = model
