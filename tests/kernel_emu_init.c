@@ -10,9 +10,10 @@
  * With /trace (one tracefs event per line, e.g. "power/cpu_idle"), the events
  * are recorded from just before the knobs are written to just after the
  * workload, and the workload is metered: every /sys/class/hwmon energy
- * counter is read right before it and right after it, each read followed or
- * preceded by a trace_marker "METER_START" / "METER_END" so that the trace
- * shows the instants of the reads; the readings are printed as
+ * counter is read right before it and right after it, each set of reads
+ * bracketed by trace_marker writes METER_START_0 / METER_START_1 (and
+ * METER_END_0 / _1) so that the trace shows when they happened; the readings
+ * are printed as
  * "METER START|END path value" and the trace text between TRACE_BEGIN and
  * TRACE_END.
  */
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,15 +52,21 @@ static void write_file(const char *path, const char *value)
 	if (fd >= 0) close(fd);
 }
 
-/* Energy counters into @buf (printed later: no console output inside the window). */
+/*
+ * Energy counters into @buf (printed later: no console output inside the
+ * window), the reads bracketed by trace markers METER_<when>_0 and _1.
+ */
 static void read_meter(const char *when, char *buf, size_t size)
 {
 	glob_t g;
+	char marker[64];
 	size_t used = strlen(buf);
 	if (glob("/sys/class/hwmon/hwmon*/energy*_input", 0, NULL, &g)) {
 		snprintf(buf + used, size - used, "METER %s none\n", when);
 		return;
 	}
+	snprintf(marker, sizeof marker, "METER_%s_0", when);
+	write_file(TRACEFS "/trace_marker", marker);
 	for (size_t i = 0; i < g.gl_pathc; i++) {
 		char value[64];
 		int fd = open(g.gl_pathv[i], O_RDONLY);
@@ -69,6 +77,8 @@ static void read_meter(const char *when, char *buf, size_t size)
 		used = strlen(buf);
 		snprintf(buf + used, size - used, "METER %s %s %s\n", when, g.gl_pathv[i], value);
 	}
+	snprintf(marker, sizeof marker, "METER_%s_1", when);
+	write_file(TRACEFS "/trace_marker", marker);
 	globfree(&g);
 }
 
@@ -128,6 +138,21 @@ int main(void)
 		fclose(tr);
 		write_file(TRACEFS "/trace", "");
 		write_file(TRACEFS "/tracing_on", "1");
+		/*
+		 * Visit every CPU (wake it, sleep on it, leave it) so that each has
+		 * cpu_idle events before the metered window: a CPU's state before
+		 * its first event is otherwise unknown to the trace.
+		 */
+		cpu_set_t all, one;
+		sched_getaffinity(0, sizeof all, &all);
+		for (int c = 0; c < CPU_SETSIZE; c++) {
+			if (!CPU_ISSET(c, &all)) continue;
+			CPU_ZERO(&one);
+			CPU_SET(c, &one);
+			sched_setaffinity(0, sizeof one, &one);
+			usleep(2000);
+		}
+		sched_setaffinity(0, sizeof all, &all);
 	}
 	/* "PATH VALUE" lines: write each knob and report the result */
 	FILE *k = fopen("/knobs", "r");
@@ -144,7 +169,6 @@ int main(void)
 	if (k) fclose(k);
 	if (tracing) {
 		read_meter("START", meter, sizeof meter);
-		write_file(TRACEFS "/trace_marker", "METER_START");
 	}
 	/* idle periods of several lengths, then a busy burst */
 	for (int i = 0; i < 300; i++) usleep(i % 3 == 0 ? 200 : i % 3 == 1 ? 1200 : 4000);
@@ -153,7 +177,6 @@ int main(void)
 	do clock_gettime(CLOCK_MONOTONIC, &t); while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 300000000L);
 	usleep(100000);
 	if (tracing) {
-		write_file(TRACEFS "/trace_marker", "METER_END");
 		read_meter("END", meter, sizeof meter);
 		write_file(TRACEFS "/tracing_on", "0");
 		fputs(meter, stdout);

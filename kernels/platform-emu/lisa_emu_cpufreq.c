@@ -403,19 +403,25 @@ static umode_t emu_hwmon_is_visible(const void *data, enum hwmon_sensor_types ty
 
 static int emu_hwmon_read(struct device *dev, enum hwmon_sensor_types type, u32 attr, int channel, long *val)
 {
-	if (type != hwmon_energy64 || attr != hwmon_energy_input)
+	if (type != hwmon_energy || attr != hwmon_energy_input)
 		return -EOPNOTSUPP;
-	/* hwmon_energy64: the core passes an s64 (drivers/hwmon/hwmon.c). */
-	*(s64 *)val = emu_channel_uj(channel);
+	/*
+	 * hwmon_energy, not hwmon_energy64: the core gives energy64 channels no
+	 * string labels (is_string_attr(), drivers/hwmon/hwmon.c), and long is
+	 * 64-bit on the x86_64 guest.
+	 */
+	*val = emu_channel_uj(channel);
 	return 0;
 }
+
+static_assert(sizeof(long) == sizeof(u64), "energyN_input is a long");
 
 static char emu_channel_labels[EMU_MAX_CHANNELS][12];
 
 static int emu_hwmon_read_string(struct device *dev, enum hwmon_sensor_types type, u32 attr,
 				 int channel, const char **str)
 {
-	if (type != hwmon_energy64 || attr != hwmon_energy_label)
+	if (type != hwmon_energy || attr != hwmon_energy_label)
 		return -EOPNOTSUPP;
 	*str = emu_channel_labels[channel];
 	return 0;
@@ -429,7 +435,7 @@ static const struct hwmon_ops emu_hwmon_ops = {
 
 static u32 emu_energy_config[EMU_MAX_CHANNELS + 1];
 static const struct hwmon_channel_info emu_energy_info = {
-	.type = hwmon_energy64,
+	.type = hwmon_energy,
 	.config = emu_energy_config,
 };
 static const struct hwmon_channel_info * const emu_hwmon_info[] = { &emu_energy_info, NULL };
