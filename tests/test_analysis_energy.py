@@ -134,3 +134,9 @@ def test_cli_json(expected):
     missing = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "analyse", "energy", str(JUNO)],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "--model" in missing.stderr
+
+
+def test_plot_energy(juno, expected):
+    bars = juno.ana.energy.plot_energy(str(JUNO_MODEL), by="cluster")
+    assert bars.dimension_values("energy_mj").sum() == pytest.approx(expected["total"], rel=1e-9)
+    assert set(bars.dimension_values("kind")) == {"busy", "idle"}
