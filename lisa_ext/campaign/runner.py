@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from lisa_ext import knobs as _knobs
-from lisa_ext.campaign import remote, tracing
+from lisa_ext.campaign import meters, remote, tracing
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import RunContext, make_workload
@@ -129,6 +129,7 @@ class CampaignRunner:
         self.echo = echo or (lambda msg: print(msg, file=sys.stderr))
         self.target = None
         self.tracefs: str | None = None
+        self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
         self._deployed_kernel: tuple[Path | None, object] = (None, None)
@@ -202,6 +203,10 @@ class CampaignRunner:
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
+        try:
+            self.meter = meters.open_meter(self.target, self.spec.energy, str(self.spec.target))
+        except UserError as exc:
+            problems.append(str(exc))
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
         self.platform = platform_provenance(self.target)
@@ -318,16 +323,19 @@ class CampaignRunner:
         trace = self.spec.trace
         if not self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"])):
             meta["workload_start"] = _now()
-            metrics = workload.run(ctx)
+            with meters.metered(self.meter, meta) as energy:
+                metrics = workload.run(ctx)
             meta["workload_end"] = _now()
-            return metrics
+            return [*metrics, *energy]
         output = self.target.path.join(ctx.remote_dir, "trace.dat")
         with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
                                buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
             meta["workload_start"] = _now()
             try:
-                return workload.run(ctx)
+                with meters.metered(self.meter, meta) as energy:
+                    metrics = workload.run(ctx)
+                return [*metrics, *energy]
             finally:
                 meta["workload_end"] = _now()
 
