@@ -139,11 +139,22 @@ def test_copy_prev_load_keeps_the_frequency_after_a_wakeup(run):
     assert statistics.median(with_) <= 0.001
 
 
+def latsens_on_cpu2(events: list[Event], phase: str) -> tuple[float, float]:
+    """From the first switch to "latsens" on CPU 2 in ``phase`` to its last switch away
+    (its exit): the time the task belongs to CPU 2."""
+    start, end = marker_time(events, f"PHASE {phase}"), marker_time(events, f"AFTER {phase}")
+    switches = [e for e in events if e.event == "sched_switch" and start <= e.ts <= end and e.cpu == 2]
+    first = next(e.ts for e in switches if e.fields.get("next_comm") == "latsens")
+    last = [e.ts for e in switches if e.fields.get("prev_comm") == "latsens"][-1]
+    return first, last
+
+
 def test_gating_keeps_the_marked_tasks_cpu_out_of_idle_states(run):
     sysfs, events = run
-    off = idle_entries(events, marker_time(events, "PHASE gating-off"), marker_time(events, "AFTER gating-off"))
-    on = idle_entries(events, marker_time(events, "PHASE gating-on"), marker_time(events, "AFTER gating-on"))
-    after = idle_entries(events, marker_time(events, "AFTER gating-on"), marker_time(events, "END gating-on"))
+    off = idle_entries(events, *latsens_on_cpu2(events, "gating-off"))
+    first, exited = latsens_on_cpu2(events, "gating-on")
+    on = idle_entries(events, first, exited)
+    after = idle_entries(events, exited, marker_time(events, "END gating-on"))
     print(f"CPU 2 idle-state entries (state: count): gating off {off}, gating on {on}, after the task exited {after}")
     assert any(state >= 1 for state in off), off  # unmarked: the governor picks deep states
     assert not any(state >= 1 for state in on), on  # marked: polling only
