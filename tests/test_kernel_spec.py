@@ -62,6 +62,9 @@ def test_ondemand_and_idle_gating_variants_share_one_kernel_and_differ_by_knobs(
     assert knobs["idle-gating/baseline"][comm] == knobs["idle-gating/idle-set-d10"][comm] == ""
     assert "schbench" in knobs["idle-gating/gating"][comm].split(",")
     assert knobs["idle-gating/idle-set-d10"]["/sys/devices/system/cpu/cpu*/cpuidle/state[1-9]*/disable"] == "1"
+    assert knobs["idle-gating/gating"]["/sys/devices/system/cpu/cpu*/cpuidle/state[1-9]*/disable"] == "0"
+    # the variants switch on one boot without a reboot: each must write every knob any of them writes
+    assert len({frozenset(k) for k in knobs.values()}) == 1
 
 
 def test_full_spec_resolves_paths_and_defaults(tmp_path):
