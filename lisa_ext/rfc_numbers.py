@@ -27,15 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
+from lisa_ext.campaign.schema import load_yaml
 from lisa_ext.errors import SpecError
-from lisa_ext.study import STUDY_DIR
+from lisa_ext.workbench import workbench_path
 
-__all__ = ["RFC_NUMBERS_DIR", "RfcColumn", "RfcNumbers", "RfcTable", "load_rfc_numbers"]
+__all__ = ["RfcColumn", "RfcNumbers", "RfcTable", "load_rfc_numbers", "rfc_numbers_dir"]
 
-#: one YAML file per study, named after the study's notebook
-RFC_NUMBERS_DIR = STUDY_DIR / "rfc-numbers"
+
+def rfc_numbers_dir() -> Path:
+    """``notebooks/rfc-numbers/`` of the workbench: one YAML file per study, named after its notebook."""
+    return workbench_path("notebooks", "rfc-numbers")
 
 
 @dataclass(frozen=True)
@@ -130,16 +132,14 @@ def _parse_table(path: Path, raw: Any, index: int) -> RfcTable:
     )
 
 
-def load_rfc_numbers(study: str, root: Path = RFC_NUMBERS_DIR) -> RfcNumbers:
+def load_rfc_numbers(study: str, root: Path | None = None) -> RfcNumbers:
     """The RFC tables of ``study`` (a notebook name such as ``idle-gating``)."""
+    root = rfc_numbers_dir() if root is None else root
     path = root / f"{study}.yml"
     if not path.is_file():
         known = sorted(p.stem for p in root.glob("*.yml"))
         raise SpecError(path, "file", f"no RFC numbers for study {study!r}; known: {', '.join(known)}")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(path, "file", f"not valid YAML: {exc}") from None
+    doc = load_yaml(path, "RFC numbers")
     if not isinstance(doc, dict):
         raise SpecError(path, "file", "expected a mapping with keys rfc, hardware, tables")
     rfc = _require(path, doc, "rfc", "", dict)

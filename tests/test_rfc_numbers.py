@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.errors import SpecError
-from lisa_ext.rfc_numbers import RFC_NUMBERS_DIR, load_rfc_numbers
+from lisa_ext.rfc_numbers import load_rfc_numbers, rfc_numbers_dir
 
 REPO = Path(__file__).resolve().parents[1]
 RFCS = REPO.parent / "shared" / "rfcs"
-STUDIES = sorted(p.stem for p in RFC_NUMBERS_DIR.glob("*.yml"))
+STUDIES = sorted(p.stem for p in rfc_numbers_dir().glob("*.yml"))
 
 needs_rfcs = pytest.mark.skipif(not RFCS.is_dir(), reason=f"the RFC texts are not at {RFCS}")
 
