@@ -25,6 +25,7 @@ no network) holding the rasterised view.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,8 @@ import pandas as pd
 
 from lisa_ext.errors import UserError
 
-__all__ = ["ExplorerTables", "RASTER_ABOVE", "explore", "explorer_tables", "export_explorer"]
+__all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_tables",
+           "export_explorer", "point_counts"]
 
 #: elements with more items than this are rasterised (datashader)
 RASTER_ABOVE = 20_000
@@ -94,7 +96,9 @@ def _cached_index(path: Path):
 
 def _slices(time: np.ndarray, cpu: np.ndarray, end: float) -> tuple[np.ndarray, np.ndarray]:
     """Row order by CPU (time order kept) and each row's end: the CPU's next event."""
-    order = np.argsort(cpu, kind="stable")
+    # stable sort on the CPU as one byte: numpy's radix sort, linear time
+    keys = cpu.astype(np.uint8) if len(cpu) and 0 <= cpu.min() and cpu.max() < 256 else cpu
+    order = np.argsort(keys, kind="stable")
     t = time[order]
     nxt = np.empty_like(t)
     nxt[:-1] = t[1:]
@@ -213,41 +217,99 @@ def _time_dim(hv):
     return hv.Dimension("time", label="time (s)", unit=None)
 
 
-def _raster(element, width: int, **opts):
-    """``element`` as it is, or rasterised by datashader when it is large: a
-    DynamicMap re-aggregating on every zoom in a live kernel."""
-    from holoviews.operation.datashader import rasterize
+def busy_fraction(start: np.ndarray, end: np.ndarray, lane: np.ndarray, lanes: int,
+                  x0: float, x1: float, width: int) -> np.ndarray:
+    """Fraction of each of ``width`` pixels of [x0, x1] that slices cover, per lane:
+    shape ``(lanes, width)``. Exact, O(n log n): the covered length up to x is
+    sum((x - start)+) - sum((x - end)+), from sorted bounds and prefix sums."""
+    edges = np.linspace(0.0, x1 - x0, width + 1)
+    out = np.zeros((lanes, width))
+    for n in range(lanes):
+        on = (lane == n) & (end > x0) & (start < x1)
+        # local origin: keeps the prefix sums exact at deep zoom
+        s = np.sort(np.clip(start[on], x0, x1) - x0)
+        e = np.sort(np.clip(end[on], x0, x1) - x0)
+        cs, ce = np.r_[0.0, np.cumsum(s)], np.r_[0.0, np.cumsum(e)]
+        ks, ke = np.searchsorted(s, edges, "right"), np.searchsorted(e, edges, "right")
+        covered = (ks * edges - cs[ks]) - (ke * edges - ce[ke])
+        out[n] = np.diff(covered) / np.diff(edges)
+    return np.clip(out, 0.0, 1.0)
 
-    return rasterize(element, width=width, height=opts.pop("raster_height", 200),
-                     dynamic=True).opts(cmap=opts.pop("raster_cmap", "fire"), cnorm="eq_hist",
-                                        tools=["hover"], **opts)
+
+def point_counts(time: np.ndarray, lane: np.ndarray, lanes: int, x0: float, x1: float,
+                 width: int) -> np.ndarray:
+    """Events per pixel of [x0, x1] and lane: shape ``(lanes, width)``."""
+    counts, _, _ = np.histogram2d(lane, time, bins=[np.arange(lanes + 1) - 0.5,
+                                                    np.linspace(x0, x1, width + 1)])
+    return counts
 
 
-def _lanes(hv, df: pd.DataFrame, y: str, vdims: list[str], label: str, width: int,
-           height: int, color: str, cpus: int):
-    """Horizontal slices ``start``..``end`` at height ``y``: bands or task slices."""
+def _raster(hv, aggregate, full: tuple[float, float], lanes: int, vdim: str, engine: str,
+            element, **opts):
+    """A large element as an image re-aggregated at each zoom (a DynamicMap on
+    the x range: live in a kernel, its first frame in a static page).
+
+    ``engine="numpy"`` aggregates with :func:`busy_fraction` / :func:`point_counts`
+    (no JIT: the first frame of a 6 M-event trace costs well under a second);
+    ``"datashader"`` hands ``element`` to datashader's ``rasterize``, whose numba
+    kernels compile for seconds on first use in each process."""
+    if engine == "datashader":
+        # deferred: datashader imports numba and compiles on first use
+        from holoviews.operation.datashader import rasterize
+
+        return rasterize(element, width=opts["width"], height=opts["height"],
+                         dynamic=True).opts(cmap="fire", cnorm="eq_hist", tools=["hover"],
+                                            **opts)
+    if engine != "numpy":
+        raise UserError(f"explorer engine {engine!r}: choose numpy or datashader")
+    kdims = [_time_dim(hv), hv.Dimension("lane", label=opts.pop("ylabel", "CPU"))]
+    width = opts["width"]
+
+    def frame(x_range=None):
+        lo, hi = x_range if x_range and x_range[1] > x_range[0] else full
+        xs = lo + (np.arange(width) + 0.5) * (hi - lo) / width
+        return hv.Image((xs, np.arange(lanes), aggregate(lo, hi, width)), kdims=kdims,
+                        vdims=[vdim]).opts(cmap="fire_r" if vdim == "busy" else "kbc_r",
+                                           tools=["hover"], colorbar=True, **opts)
+
+    return hv.DynamicMap(frame, streams=[hv.streams.RangeX(x_range=full)])
+
+
+def _lanes(hv, df: pd.DataFrame, vdims: list[str], label: str, width: int, height: int,
+           color: str, cpus: int, duration: float, engine: str):
+    """Slices ``start``..``end`` on each CPU's lane: idle bands or running tasks."""
     time, cpu = _time_dim(hv), hv.Dimension("cpu", label="CPU", range=(-0.5, cpus - 0.5))
-    data = df.assign(y0=df[y].astype(float), y1=df[y].astype(float))
-    seg = hv.Segments(data, kdims=[hv.Dimension("start", label=time.label), cpu, "end", "y1"],
-                      vdims=vdims, label=label)
+    # datashader wants both y columns of one type
+    data = df.assign(cpu=df["cpu"].astype(float), y1=df["cpu"].astype(float)).rename(
+        columns={"start": "time"})
+    seg = hv.Segments(data, kdims=[time, cpu, "end", "y1"], vdims=vdims, label=label)
     common = dict(width=width, height=height, title=label, yticks=list(range(cpus)))
     if len(df) > RASTER_ABOVE:
-        return _raster(seg.redim(start=time), width, raster_height=height, **common)
-    return seg.redim(start=time).opts(color=color, line_width=max(4, height // (3 * cpus)),
-                                      tools=["hover", "xwheel_zoom"], **common)
+        start, end = df["start"].to_numpy(float), df["end"].to_numpy(float)
+        lane = df["cpu"].to_numpy(np.int64)
+        return _raster(hv, lambda lo, hi, w: busy_fraction(start, end, lane, cpus, lo, hi, w),
+                       (0.0, duration), cpus, "busy", engine, seg, **common)
+    return seg.opts(color=color, line_width=max(4, height // (3 * cpus)),
+                    tools=["hover", "xwheel_zoom"], **common)
 
 
 def _points(hv, df: pd.DataFrame, y: str, vdims: list[str], label: str, width: int,
-            height: int, **extra):
+            height: int, duration: float, engine: str, **extra):
+    """Events as dots at (time, ``y``): wake-ups on their CPU, findings by kind."""
     scatter = hv.Scatter(df, kdims=[_time_dim(hv)], vdims=[y, *vdims], label=label)
-    common = dict(width=width, height=height, title=label, **extra)
+    common = dict(width=width, height=height, title=label)
     if len(df) > RASTER_ABOVE:
-        return _raster(scatter, width, raster_height=height, **common)
-    return scatter.opts(size=5, tools=["hover", "xwheel_zoom"], **common)
+        codes, names = pd.factorize(df[y], sort=True)
+        time = df["time"].to_numpy(float)
+        yticks = list(enumerate(str(n) for n in names))
+        return _raster(hv, lambda lo, hi, w: point_counts(time, codes, len(names), lo, hi, w),
+                       (0.0, duration), len(names), "events", engine, scatter, yticks=yticks,
+                       ylabel=y, **common)
+    return scatter.opts(size=5, tools=["hover", "xwheel_zoom"], **common, **extra)
 
 
 def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: bool = True,
-            width: int = 900):
+            width: int = 900, engine: str = "numpy"):
     """The explorer of one trace (file, run directory or :class:`ExplorerTables`):
     a holoviews layout of linked panels sharing the time axis. In a notebook,
     leave it as the cell's last expression; :func:`export_explorer` saves it."""
@@ -268,17 +330,18 @@ def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: bool = Tr
         panels.append(hv.Overlay(curves).opts(title="frequency (kHz)", width=width, height=180,
                                               legend_position="right"))
     if len(t.idle):
-        panels.append(_lanes(hv, t.idle, "cpu", ["end", "state"], "idle state", width, 120,
-                             "steelblue", t.cpus))
+        panels.append(_lanes(hv, t.idle, ["end", "state"], "idle state", width,
+                             40 + 30 * t.cpus, "steelblue", t.cpus, t.duration, engine))
     if len(t.tasks):
-        panels.append(_lanes(hv, t.tasks, "cpu", ["end", "pid", "comm"], "running task",
-                             width, 40 + 40 * t.cpus, "darkorange", t.cpus))
+        panels.append(_lanes(hv, t.tasks, ["end", "pid", "comm"], "running task", width,
+                             40 + 40 * t.cpus, "darkorange", t.cpus, t.duration, engine))
     if len(t.wakeups):
         panels.append(_points(hv, t.wakeups, "cpu", ["pid", "comm"], "wake-ups (target CPU)",
-                              width, 40 + 30 * t.cpus, color="green"))
+                              width, 40 + 30 * t.cpus, t.duration, engine, color="green"))
     if len(t.findings):
         panels.append(_points(hv, t.findings, "finding", ["cpu", "detail"], "analysis findings",
-                              width, 60 + 30 * t.findings["finding"].nunique(), color="crimson"))
+                              width, 60 + 30 * t.findings["finding"].nunique(), t.duration,
+                              engine, color="crimson"))
     if not panels:
         raise UserError(f"{t.source}: nothing to explore: no cpu_frequency, cpu_idle, "
                         f"sched_switch or sched_waking/sched_wakeup events")
@@ -296,6 +359,15 @@ def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explo
 
     hv = _hv()
     path = Path(path)
-    html = file_html(hv.render(explorer, backend="bokeh"), INLINE, title)
+    model = hv.render(explorer, backend="bokeh")
+    # the zoom callbacks of rasterised panels need a live kernel: the page keeps
+    # their first image, which is what it is for; bokeh warns about it at length
+    embed_log = logging.getLogger("bokeh.embed.util")
+    level = embed_log.level
+    embed_log.setLevel(logging.ERROR)
+    try:
+        html = file_html(model, INLINE, title)
+    finally:
+        embed_log.setLevel(level)
     path.write_text(stable_html(html), encoding="utf-8")
     return path
