@@ -353,9 +353,8 @@ def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explo
     returned): bokeh with inline resources, no network; rasterised panels keep
     their image at the initial zoom."""
     from bokeh.embed import file_html
-    from bokeh.resources import INLINE
 
-    from lisa_ext.report.figures import stable_html
+    from lisa_ext.report.figures import offline_resources, stable_html
 
     hv = _hv()
     path = Path(path)
@@ -366,7 +365,7 @@ def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explo
     level = embed_log.level
     embed_log.setLevel(logging.ERROR)
     try:
-        html = file_html(model, INLINE, title)
+        html = file_html(model, offline_resources(), title)
     finally:
         embed_log.setLevel(level)
     path.write_text(stable_html(html), encoding="utf-8")

@@ -36,6 +36,7 @@ __all__ = [
     "iteration_dots_figure",
     "latency_cdf_figure",
     "metric_bars_figure",
+    "offline_resources",
     "render_figures",
     "residency_figure",
     "stable_html",
@@ -204,17 +205,36 @@ def stable_html(html: str) -> str:
     return _SIMPLE_ID.sub(lambda m: simple.setdefault(m.group(0), f"p{1000 + len(simple)}"), html)
 
 
+def offline_resources():
+    """Bokeh's INLINE resources without the scripts and styles that imported
+    extensions declare: holoviews imports panel, whose models ask for
+    ``static/extensions/panel/...`` files that only a panel server serves, so a
+    standalone page would try (and fail) to load them. Our pages use bokeh's
+    own models only, and must not fetch anything."""
+    from bokeh.resources import Resources
+
+    class OfflineResources(Resources):
+        def _collect_external_resources(self, resource_attr):
+            return []
+
+        def clone(self, *, components=None):  # file_html clones: keep the override
+            copy = super().clone(components=components)
+            copy.__class__ = OfflineResources
+            return copy
+
+    return OfflineResources(mode="inline")
+
+
 def export_html(objs: Iterable, path: Path, title: str) -> Path:
     """All figures in one self-contained interactive HTML page (bokeh, inline JS)."""
     hv = _hv()
     from bokeh.embed import file_html
     from bokeh.layouts import column
-    from bokeh.resources import INLINE
 
     sized = [obj.opts(*[getattr(hv.opts, e)(width=760, height=340) for e in _ELEMENTS],
                       backend="bokeh", clone=True) for obj in objs]
     models = [hv.render(obj, backend="bokeh") for obj in sized]
-    html = file_html(column(*models), INLINE, title)
+    html = file_html(column(*models), offline_resources(), title)
     path.write_text(stable_html(html), encoding="utf-8")
     return path
 
