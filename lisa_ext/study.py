@@ -27,7 +27,7 @@ from lisa_ext.errors import UserError
 
 __all__ = ["Study", "STUDY_DIR", "list_studies", "find_study", "ensure_campaign",
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
-           "execute_notebook", "run_study", "register"]
+           "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STUDY_DIR = REPO_ROOT / "notebooks"
@@ -42,6 +42,14 @@ class Study:
     @property
     def default_data(self) -> Path:
         return REPO_ROOT / "data" / self.name
+
+
+def repo_path(path: str | os.PathLike) -> Path:
+    """``path``, a relative one taken from the repository root: notebooks name
+    ``data/<study>`` alike whether papermill runs them from the root or
+    JupyterLab from ``notebooks/``."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def list_studies(root: Path = STUDY_DIR) -> list[Study]:
@@ -87,7 +95,8 @@ def write_report(campaign_dir: str | os.PathLike, out: str | os.PathLike | None 
     """``lisa-ext report``: tables and figures of a campaign; options as :class:`ReportOptions`."""
     from lisa_ext.report.build import ReportOptions, build_report
 
-    return build_report(campaign_dir, ReportOptions(out=out, **options))
+    return build_report(repo_path(campaign_dir),
+                        ReportOptions(out=None if out is None else repo_path(out), **options))
 
 
 def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> str:
@@ -119,7 +128,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     from lisa_ext.report.traces import load_trace
 
     frames = []
-    for run in read_campaign(campaign_dir).runs:
+    for run in read_campaign(repo_path(campaign_dir)).runs:
         if run.status != "ok" or run.trace is None:
             continue
         trace = load_trace(run.trace)
@@ -136,6 +145,44 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     if not frames:
         raise UserError(f"{campaign_dir}: no traced run has what {analysis}.{method} needs")
     return pd.concat(frames, ignore_index=True)
+
+
+def show_page(path: str | os.PathLike, height: int = 900):
+    """A standalone HTML page (the explorer's, a report's figures.html) shown in
+    the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
+    JupyterLab and in the exported study HTML alike, offline."""
+    import html
+
+    from IPython.display import HTML
+
+    text = Path(path).read_text(encoding="utf-8")
+    return HTML(f'<iframe srcdoc="{html.escape(text, quote=True)}" '
+                f'style="width:100%;height:{height}px;border:0"></iframe>')
+
+
+def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
+                variant: str | None = None, workload: str | None = None,
+                iteration: int | None = None, height: int = 900):
+    """The trace explorer (:mod:`lisa_ext.report.explore`) of a campaign's first
+    traced run matching the filters, written to ``out_dir/explorer_<run>.html``
+    and shown in the notebook. For live re-aggregation on zoom, display
+    ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
+    from lisa_ext.report.campaign import read_campaign
+    from lisa_ext.report.explore import explore, export_explorer
+    from lisa_ext.report.figures import figure_name
+
+    for run in read_campaign(repo_path(campaign_dir)).ok_runs:
+        if run.trace is None or (variant, workload, iteration) != (
+                variant and run.variant, workload and run.workload,
+                None if iteration is None else run.iteration):
+            continue
+        out = repo_path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        page = export_explorer(explore(run.trace), out / f"explorer_{figure_name(run.label)}.html",
+                               f"{run.label} trace explorer")
+        return show_page(page, height)
+    raise UserError(f"{campaign_dir}: no traced run matches variant={variant} "
+                    f"workload={workload} iteration={iteration}")
 
 
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
@@ -181,8 +228,9 @@ def _list(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     study = find_study(args.name)
-    data = Path(args.data) if args.data else study.default_data
-    out = Path(args.out) if args.out else REPO_ROOT / "out" / f"{study.name}.html"
+    # relative to where the user is, unlike the notebooks' paths (see repo_path)
+    data = Path(args.data).resolve() if args.data else study.default_data
+    out = Path(args.out).resolve() if args.out else REPO_ROOT / "out" / f"{study.name}.html"
     html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress)
     print(f"{study.name} report: {html.resolve()}")
     return 0
