@@ -44,7 +44,7 @@ LAB_PORT ?= 8888
 lab: setup
 	$(BIN)/python -m ipykernel install --sys-prefix --name lisa-ext --display-name "Python (lisa-ext)"
 	$(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
-		--ServerApp.root_dir=notebooks
+		--ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Re-pin after changing dependencies: resolves fresh and records what was tested.
 lock:

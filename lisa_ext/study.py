@@ -13,6 +13,7 @@ take tens of minutes under QEMU TCG; the workqueue study runs on this machine.
 from __future__ import annotations
 
 import argparse
+import copy
 import fnmatch
 import logging
 import os
@@ -27,7 +28,8 @@ from lisa_ext.errors import UserError
 
 __all__ = ["Study", "STUDY_DIR", "list_studies", "find_study", "ensure_campaign",
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
-           "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path"]
+           "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
+           "export_notebook"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STUDY_DIR = REPO_ROOT / "notebooks"
@@ -124,6 +126,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     """
     import warnings
 
+    from lisa_ext.report.cache import cached_frame
     from lisa_ext.report.campaign import read_campaign
     from lisa_ext.report.traces import load_trace
 
@@ -131,9 +134,12 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     for run in read_campaign(repo_path(campaign_dir)).runs:
         if run.status != "ok" or run.trace is None:
             continue
-        trace = load_trace(run.trace)
+        def compute(path=run.trace):
+            return getattr(getattr(load_trace(path).ana, analysis), method)(**kwargs)
+
         try:
-            df = getattr(getattr(trace.ana, analysis), method)(**kwargs)
+            # cached by trace content, code and options: a re-render skips LISA
+            df = cached_frame(run.trace, (analysis, method, sorted(kwargs.items())), compute)
         except Exception as exc:  # LISA's MissingTraceEventError and friends
             warnings.warn(f"{run.label}: {analysis}.{method} skipped: {exc}")
             continue
@@ -152,12 +158,17 @@ def show_page(path: str | os.PathLike, height: int = 900):
     the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
     JupyterLab and in the exported study HTML alike, offline."""
     import html
+    import warnings
 
     from IPython.display import HTML
 
     text = Path(path).read_text(encoding="utf-8")
-    return HTML(f'<iframe srcdoc="{html.escape(text, quote=True)}" '
-                f'style="width:100%;height:{height}px;border:0"></iframe>')
+    with warnings.catch_warnings():
+        # IPython suggests IFrame, which would link the file instead of holding it:
+        # the exported study page must carry the plot
+        warnings.simplefilter("ignore", UserWarning)
+        return HTML(f'<iframe srcdoc="{html.escape(text, quote=True)}" '
+                    f'style="width:100%;height:{height}px;border:0"></iframe>')
 
 
 def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
@@ -168,7 +179,7 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     and shown in the notebook. For live re-aggregation on zoom, display
     ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
     from lisa_ext.report.campaign import read_campaign
-    from lisa_ext.report.explore import explore, export_explorer
+    from lisa_ext.report.explore import explorer_page
     from lisa_ext.report.figures import figure_name
 
     for run in read_campaign(repo_path(campaign_dir)).ok_runs:
@@ -178,8 +189,8 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
             continue
         out = repo_path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        page = export_explorer(explore(run.trace), out / f"explorer_{figure_name(run.label)}.html",
-                               f"{run.label} trace explorer")
+        page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
+                             f"{run.label} trace explorer")
         return show_page(page, height)
     raise UserError(f"{campaign_dir}: no traced run matches variant={variant} "
                     f"workload={workload} iteration={iteration}")
@@ -189,18 +200,29 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any])
     """Execute ``notebook`` with papermill (cwd = repo root), export it as offline HTML."""
     import nbformat
     import papermill
-    from nbconvert import HTMLExporter
 
     out_html.parent.mkdir(parents=True, exist_ok=True)
     executed = out_html.with_suffix(".ipynb")
     papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
                                kernel_name="python3", cwd=str(REPO_ROOT),
                                progress_bar=False, log_output=False)
-    nb = nbformat.read(executed, as_version=4)
+    return export_notebook(nbformat.read(executed, as_version=4), out_html)
+
+
+def export_notebook(nb, out_html: Path) -> Path:
+    """An executed notebook (``nbformat`` node) as one offline HTML page."""
+    from nbconvert import HTMLExporter
+
     exporter = HTMLExporter(template_name="lab")
     exporter.log.setLevel(logging.ERROR)  # e.g. "alternative text is missing" per figure
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        # HoloViews/panel's notebook loader (LISA's import shows it) fetches BokehJS
+        # from a CDN; the page's plots are self-contained and must work offline
+        cell["outputs"] = [o for o in cell.get("outputs", [])
+                           if "application/vnd.holoviews_load.v0+json" not in o.get("data", {})]
     body, _resources = exporter.from_notebook_node(nb)
     # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
     body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)

@@ -21,6 +21,7 @@ Layout::
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -32,8 +33,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-__all__ = ["cache_root", "code_digest", "digest", "file_digest", "library_versions",
-           "load_findings", "store_bytes", "store_findings", "store_json"]
+__all__ = ["cache_root", "cached_frame", "code_digest", "digest", "file_digest", "library_versions",
+           "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
 
 #: bumped when the layout or the key recipe changes
 CACHE_FORMAT = "lisa-ext-report-1"
@@ -128,6 +129,12 @@ def store_json(path: Path, value: Any) -> None:
     store_bytes(path, json.dumps(value, sort_keys=True).encode())
 
 
+def trace_key(trace: Path) -> str:
+    """Key of what the analyses derive from ``trace``: its content, the analysis
+    and trace-loading code, the library versions."""
+    return _findings_key(trace)
+
+
 def _findings_key(trace: Path) -> str:
     package = Path(__file__).resolve().parents[1]
     code = [package / "report" / "traces.py", package / "compat.py",
@@ -171,3 +178,29 @@ def store_findings(trace: Path, findings, notes: list[str]) -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cached_frame(trace: Path, parts: tuple, compute, use_cache: bool = True) -> pd.DataFrame:
+    """``compute()``, a frame derived from ``trace`` by the analyses, kept under
+    ``trace-frames/`` keyed like the trace findings plus ``parts`` (analysis,
+    method, options): a notebook re-render reads it back without loading LISA.
+    Frames parquet cannot hold (mixed object columns) are simply not kept."""
+    try:
+        key = digest(_findings_key(trace), list(parts)) if use_cache else None
+    except TypeError:  # an option we cannot hash (e.g. a Platform object): not cached
+        key = None
+    if key is None:
+        return compute()
+    entry = cache_root() / "trace-frames" / f"{key}.parquet"
+    try:
+        return pd.read_parquet(entry)
+    except (OSError, ValueError):
+        pass
+    frame = compute()
+    buffer = io.BytesIO()
+    try:
+        frame.to_parquet(buffer)
+    except (ValueError, TypeError, NotImplementedError):  # pyarrow's ArrowInvalid/TypeError
+        return frame
+    store_bytes(entry, buffer.getvalue())
+    return frame

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +36,10 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.errors import UserError
+from lisa_ext.report.cache import cached_frame
 
-__all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_tables",
-           "export_explorer", "point_counts"]
+__all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_page",
+           "explorer_tables", "export_explorer", "point_counts"]
 
 #: elements with more items than this are rasterised (datashader)
 RASTER_ABOVE = 20_000
@@ -161,7 +164,8 @@ def explorer_tables(source: str | os.PathLike, *, analyses: bool = True) -> Expl
                                     "pid": df["pid"].astype(np.int64), "comm": df["comm"]})
             break
 
-    findings = _findings(path, origin) if analyses else _no_findings()
+    findings = (cached_frame(path, ("explorer-findings",), lambda: _findings(path, origin))
+                if analyses else _no_findings())
     return ExplorerTables(str(path), int(meta.get("cpus") or 1), duration, frequency, idle,
                           tasks, wakeups, findings)
 
@@ -369,4 +373,29 @@ def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explo
     finally:
         embed_log.setLevel(level)
     path.write_text(stable_html(html), encoding="utf-8")
+    return path
+
+
+def explorer_page(source: str | os.PathLike, path: str | os.PathLike, title: str = "trace explorer",
+                  *, analyses: bool = True, use_cache: bool = True) -> Path:
+    """:func:`export_explorer` of :func:`explore` for a trace file or run
+    directory, the page kept in the report cache (keyed by the trace's content,
+    this code and the plotting libraries): a notebook re-render copies it
+    instead of importing holoviews and drawing again."""
+    from lisa_ext.report import cache
+
+    trace, path = _trace_file(source), Path(path)
+    key = cache.digest(cache.trace_key(trace), title, analyses, RASTER_ABOVE,
+                       cache.code_digest([Path(__file__), Path(cache.__file__).with_name(
+                           "figures.py")]), cache.library_versions("holoviews", "bokeh"))
+    entry = cache.cache_root() / "explorer" / f"{key}.html"
+    if not (use_cache and entry.is_file()):
+        with tempfile.TemporaryDirectory(prefix="lisa-ext-explorer-") as tmp:
+            page = export_explorer(explore(trace, analyses=analyses), Path(tmp) / "page.html",
+                                   title)
+            if not use_cache:
+                shutil.copyfile(page, path)
+                return path
+            cache.store_bytes(entry, page.read_bytes())
+    shutil.copyfile(entry, path)
     return path
