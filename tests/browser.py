@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-__all__ = ["Page", "chromium", "load", "colored_pixels"]
+__all__ = ["Page", "chromium", "colored_pixels", "load", "without_scripts"]
 
 _CONSOLE = re.compile(r":(?:INFO|WARNING|ERROR|VERBOSE\d*):CONSOLE[^\]]*\]\s*(.*)")
 
@@ -33,20 +33,31 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def without_scripts(html: str) -> str:
+    """``html`` with every script removed (also inside ``srcdoc`` iframes): what
+    the page shows when nothing draws through JavaScript."""
+    html = re.sub(r"<script\b.*?</script>", "", html, flags=re.S | re.I)
+    return re.sub(r"&lt;script\b.*?&lt;/script&gt;", "", html, flags=re.S | re.I)
+
+
 def load(path: Path, width: int = 1280, height: int = 4000, javascript: bool = True,
          budget_ms: int = 20000) -> Page:
     """Open ``path`` (file://) in headless Chromium, let its scripts run for
-    ``budget_ms`` of virtual time, and return the screenshot and console."""
+    ``budget_ms`` of virtual time, and return the screenshot and console. With
+    ``javascript=False`` the page is loaded with its scripts removed."""
     with tempfile.TemporaryDirectory(prefix="chromium-") as tmp:
         shot = Path(tmp) / "shot.png"
+        if not javascript:
+            stripped = Path(tmp) / path.name
+            stripped.write_text(without_scripts(path.read_text(encoding="utf-8")),
+                                encoding="utf-8")
+            path = stripped
         args = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
                 "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run", f"--user-data-dir={tmp}/profile",
                 "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
                 f"--window-size={width},{height}", f"--virtual-time-budget={budget_ms}",
                 f"--screenshot={shot}"]
-        if not javascript:
-            args.append("--blink-settings=scriptEnabled=false")
         proc = subprocess.run([*args, path.resolve().as_uri()], capture_output=True, text=True,
                               errors="replace", timeout=300)
         if not shot.is_file():

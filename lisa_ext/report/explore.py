@@ -341,7 +341,8 @@ def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: bool = Tr
                              40 + 40 * t.cpus, "darkorange", t.cpus, t.duration, engine))
     if len(t.wakeups):
         panels.append(_points(hv, t.wakeups, "cpu", ["pid", "comm"], "wake-ups (target CPU)",
-                              width, 40 + 30 * t.cpus, t.duration, engine, color="green"))
+                              width, 80 + 30 * t.cpus, t.duration, engine, color="green",
+                              yticks=list(range(t.cpus))))
     if len(t.findings):
         panels.append(_points(hv, t.findings, "finding", ["cpu", "detail"], "analysis findings",
                               width, 60 + 30 * t.findings["finding"].nunique(), t.duration,
@@ -349,7 +350,10 @@ def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: bool = Tr
     if not panels:
         raise UserError(f"{t.source}: nothing to explore: no cpu_frequency, cpu_idle, "
                         f"sched_switch or sched_waking/sched_wakeup events")
-    return hv.Layout(panels).cols(1).opts(shared_axes=True, title=Path(t.source).name)
+    # the run directory names the trace better than "trace.dat"
+    name = Path(t.source)
+    return hv.Layout(panels).cols(1).opts(shared_axes=True, title=str(
+        name.relative_to(name.parents[3]) if len(name.parents) > 3 else name))
 
 
 def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explorer") -> Path:
