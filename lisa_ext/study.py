@@ -25,11 +25,12 @@ from typing import Any
 import pandas as pd
 
 from lisa_ext.errors import UserError
+from lisa_ext.report.explore import use_bokeh
 
 __all__ = ["Study", "STUDY_DIR", "list_studies", "find_study", "ensure_campaign",
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
            "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
-           "export_notebook"]
+           "export_notebook", "use_bokeh"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STUDY_DIR = REPO_ROOT / "notebooks"
@@ -209,6 +210,11 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any])
     return export_notebook(nbformat.read(executed, as_version=4), out_html)
 
 
+#: outputs only a live JupyterLab can use: HoloViews / panel loaders and comms
+_LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
+                   "application/vnd.holoviews_exec.v0+json"}
+
+
 def export_notebook(nb, out_html: Path) -> Path:
     """An executed notebook (``nbformat`` node) as one offline HTML page."""
     from nbconvert import HTMLExporter
@@ -219,10 +225,11 @@ def export_notebook(nb, out_html: Path) -> Path:
     exporter.exclude_output_prompt = True
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        # HoloViews/panel's notebook loader (LISA's import shows it) fetches BokehJS
-        # from a CDN; the page's plots are self-contained and must work offline
+        # HoloViews/panel's notebook loader and comm code (LISA's import shows them)
+        # fetch BokehJS from a CDN and need a live kernel; the page's plots are
+        # self-contained iframes and must work offline
         cell["outputs"] = [o for o in cell.get("outputs", [])
-                           if "application/vnd.holoviews_load.v0+json" not in o.get("data", {})]
+                           if not _LIVE_ONLY_MIME.intersection(o.get("data", {}))]
     body, _resources = exporter.from_notebook_node(nb)
     # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
     body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)

@@ -179,3 +179,33 @@ def test_study_notebook_through_the_server_draws_in_chromium(lab, tmp_path):
     rows = np.flatnonzero(extra.sum(axis=1) > 20)
     assert extra.sum() > 5000, extra.sum()
     assert rows.max() - rows.min() > 200, (rows.min(), rows.max())
+
+
+def test_analysis_plots_render_as_bokeh_in_the_lab_kernel(lab):
+    """An analysis's plot_* (a holoviews element) shown in a JupyterLab kernel
+    is an interactive bokeh plot: HoloViews' bokeh mime bundle, not a PNG."""
+    import websocket
+
+    trace = SAMPLE / "runs" / "cache" / "fio-randread" / "0" / "trace.dat"
+    if not trace.is_file():
+        pytest.skip("data/samples/wq-affinity is not in this checkout")
+    session = lab.api("sessions", {"path": "plots.ipynb", "name": "plots.ipynb",
+                                   "type": "notebook", "kernel": {"name": "lisa-ext"}})
+    ws = websocket.create_connection(
+        f"ws://{lab.base}/api/kernels/{session['kernel']['id']}/channels?token={lab.token}",
+        timeout=60)
+    try:
+        outputs = _execute(ws, session["id"], (
+            "from lisa_ext import study\n"
+            "study.use_bokeh()\n"
+            "from lisa_ext.report.traces import load_trace\n"
+            f"trace = load_trace({str(trace)!r})\n"
+            "trace.ana.wq_placement.plot_placement_heatmap()"))
+    finally:
+        ws.close()
+    results = [o for o in outputs if o["output_type"] == "execute_result"]
+    assert len(results) == 1
+    data = results[0]["data"]
+    assert "application/vnd.holoviews_exec.v0+json" in data, list(data)
+    assert "image/png" not in data
+    assert "bokeh" in data["text/html"].lower()

@@ -39,7 +39,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 
 __all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_page",
-           "explorer_tables", "export_explorer", "point_counts"]
+           "explorer_tables", "export_explorer", "point_counts", "use_bokeh"]
 
 #: elements with more items than this are rasterised (datashader)
 RASTER_ABOVE = 20_000
@@ -215,6 +215,24 @@ def _hv():
     import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh renderer)
 
     return hv
+
+
+def use_bokeh() -> None:
+    """Draw holoviews objects with bokeh in this notebook kernel: the analyses'
+    ``plot_*`` methods and :func:`explore` become zoomable, hoverable plots.
+
+    LISA's notebook module activates the matplotlib backend last when it is
+    first imported (``lisa/notebook.py``), so plots show as PNGs unless bokeh is
+    activated after it; this imports it first, then activates bokeh with its
+    JavaScript inline (no CDN: the kernel may have no network)."""
+    import panel as pn
+
+    from lisa_ext.compat import import_lisa
+
+    import_lisa("lisa.notebook")
+    pn.config.inline = True
+    hv = _hv()
+    hv.extension("bokeh", inline=True)
 
 
 def _time_dim(hv):
