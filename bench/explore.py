@@ -67,7 +67,7 @@ def main() -> int:
     print(f"  rows: {runs[0]['rows']}")
     print(f"  import holoviews/bokeh/lisa_ext:  {med['import']:6.2f} s")
     print(f"  tables from the parquet cache:    {med['tables']:6.2f} s")
-    print(f"  panels + bokeh render (datashader): {med['render']:6.2f} s")
+    print(f"  panels + bokeh render (rasterised): {med['render']:6.2f} s")
     print(f"  first render, total:              {med['first']:6.2f} s  (target <= 3 s)")
     print(f"  static HTML export:               {med['export']:6.2f} s, "
           f"{med['size'] / 1e6:.2f} MB")

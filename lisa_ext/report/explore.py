@@ -268,6 +268,8 @@ def point_counts(time: np.ndarray, lane: np.ndarray, lanes: int, x0: float, x1: 
 
 def _raster(hv, aggregate, full: tuple[float, float], lanes: int, vdim: str, engine: str,
             element, **opts):
+    # element: builds the vector element, which only datashader needs (building
+    # it copies and validates millions of rows)
     """A large element as an image re-aggregated at each zoom (a DynamicMap on
     the x range: live in a kernel, its first frame in a static page).
 
@@ -279,7 +281,7 @@ def _raster(hv, aggregate, full: tuple[float, float], lanes: int, vdim: str, eng
         # deferred: datashader imports numba and compiles on first use
         from holoviews.operation.datashader import rasterize
 
-        return rasterize(element, width=opts["width"], height=opts["height"],
+        return rasterize(element(), width=opts["width"], height=opts["height"],
                          dynamic=True).opts(cmap="fire", cnorm="eq_hist", tools=["hover"],
                                             **opts)
     if engine != "numpy":
@@ -301,33 +303,38 @@ def _lanes(hv, df: pd.DataFrame, vdims: list[str], label: str, width: int, heigh
            color: str, cpus: int, duration: float, engine: str):
     """Slices ``start``..``end`` on each CPU's lane: idle bands or running tasks."""
     time, cpu = _time_dim(hv), hv.Dimension("cpu", label="CPU", range=(-0.5, cpus - 0.5))
-    # datashader wants both y columns of one type
-    data = df.assign(cpu=df["cpu"].astype(float), y1=df["cpu"].astype(float)).rename(
-        columns={"start": "time"})
-    seg = hv.Segments(data, kdims=[time, cpu, "end", "y1"], vdims=vdims, label=label)
     common = dict(width=width, height=height, title=label, yticks=list(range(cpus)))
+
+    def element():
+        # datashader wants both y columns of one type
+        data = df.assign(cpu=df["cpu"].astype(float), y1=df["cpu"].astype(float)).rename(
+            columns={"start": "time"})
+        return hv.Segments(data, kdims=[time, cpu, "end", "y1"], vdims=vdims, label=label)
+
     if len(df) > RASTER_ABOVE:
         start, end = df["start"].to_numpy(float), df["end"].to_numpy(float)
         lane = df["cpu"].to_numpy(np.int64)
         return _raster(hv, lambda lo, hi, w: busy_fraction(start, end, lane, cpus, lo, hi, w),
-                       (0.0, duration), cpus, "busy", engine, seg, **common)
-    return seg.opts(color=color, line_width=max(4, height // (3 * cpus)),
+                       (0.0, duration), cpus, "busy", engine, element, **common)
+    return element().opts(color=color, line_width=max(4, height // (3 * cpus)),
                     tools=["hover", "xwheel_zoom"], **common)
 
 
 def _points(hv, df: pd.DataFrame, y: str, vdims: list[str], label: str, width: int,
             height: int, duration: float, engine: str, **extra):
     """Events as dots at (time, ``y``): wake-ups on their CPU, findings by kind."""
-    scatter = hv.Scatter(df, kdims=[_time_dim(hv)], vdims=[y, *vdims], label=label)
+    def element():
+        return hv.Scatter(df, kdims=[_time_dim(hv)], vdims=[y, *vdims], label=label)
+
     common = dict(width=width, height=height, title=label)
     if len(df) > RASTER_ABOVE:
         codes, names = pd.factorize(df[y], sort=True)
         time = df["time"].to_numpy(float)
         yticks = list(enumerate(str(n) for n in names))
         return _raster(hv, lambda lo, hi, w: point_counts(time, codes, len(names), lo, hi, w),
-                       (0.0, duration), len(names), "events", engine, scatter, yticks=yticks,
+                       (0.0, duration), len(names), "events", engine, element, yticks=yticks,
                        ylabel=y, **common)
-    return scatter.opts(size=5, tools=["hover", "xwheel_zoom"], **common, **extra)
+    return element().opts(size=5, tools=["hover", "xwheel_zoom"], **common, **extra)
 
 
 def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: bool = True,
