@@ -14,6 +14,8 @@ PACKAGES=(
     qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
     # Android targets (implemented, untested here)
     adb fastboot mkbootimg
+    # headless browser: the JupyterLab test checks that exported bokeh pages draw
+    chromium
 )
 
 missing=()
