@@ -18,7 +18,10 @@ in a notebook shows, on one shared time axis (seconds from the first event):
 The tracks come straight from the trace's cached Arrow tables
 (:mod:`lisa_ext.trace.cache`), only the columns they need, so a 6 M-event
 trace opens in seconds. Any element with more than :data:`RASTER_ABOVE` items
-is rasterised by datashader: in a live kernel it is re-aggregated at each zoom;
+is rasterised: by default with numpy (the exact busy fraction of each pixel
+column; datashader, ``engine="datashader"``, spent ~20 s compiling with numba
+on its first render of the 6 M-event trace); in a live kernel it is
+re-aggregated at each zoom;
 :func:`export_explorer` writes a static HTML page (bokeh, inline resources,
 no network) holding the rasterised view.
 """
