@@ -4,7 +4,9 @@ Options are fio's own command-line options (``man fio``), passed through as
 given, e.g. RFC 001's ``{rw: randrw, bs: 32k, ioengine: libaio, iodepth: 64,
 numjobs: 8, verify: sha512, direct: 1, size: 256M}``. lisa-ext always adds
 ``--group_reporting``, so with ``numjobs`` > 1 the metrics cover all jobs
-together. The data file is laid out before tracing starts so the first run
+together; each job then gets its own data file (or, on dm-crypt, its own
+``size``-long region of the device via ``offset_increment``) so that ``verify``
+checks data no other job overwrote. The data file is laid out before tracing starts so the first run
 does not trace the layout. Metrics come from ``fio --output-format=json``
 (``jobs[0].read|write``): IOPS, bandwidth and completion-latency (``clat_ns``)
 mean and percentiles.
@@ -103,10 +105,18 @@ class Fio(Workload):
     def _job_args(self, ctx: RunContext) -> str:
         opts = dict(self.options["options"])
         device = getattr(self, "_device", None)
+        several = int(str(opts.get("numjobs", 1))) > 1
         if device is not None:
             opts["filename"] = device.path
+            if several and "size" in opts and "offset_increment" not in opts:
+                # each job its own region of the device: verify fails when jobs overwrite each other
+                opts["offset_increment"] = opts["size"]
         elif "filename" not in opts and "directory" not in opts:
-            opts["filename"] = self._default_file(ctx.target)
+            if several:
+                # fio names each job's file <name>.<job>.0 in the directory: one file per job
+                opts["directory"] = ctx.target.path.dirname(self._default_file(ctx.target))
+            else:
+                opts["filename"] = self._default_file(ctx.target)
         args = [_fio_arg("name", self.name)] + [_fio_arg(k, v) for k, v in opts.items()]
         return " ".join(args)
 
