@@ -27,7 +27,7 @@ workloads:
 
 
 def test_every_kind_is_registered():
-    assert {"schbench", "ebizzy", "pgbench", "hackbench", "cyclictest", "fio", "rtapp"} <= set(WORKLOAD_KINDS)
+    assert {"schbench", "ebizzy", "pgbench", "hackbench", "cyclictest", "fio", "rtapp", "wa"} <= set(WORKLOAD_KINDS)
 
 
 @pytest.mark.parametrize("workload, key, message", [

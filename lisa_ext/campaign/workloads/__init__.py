@@ -15,12 +15,13 @@ from lisa_ext.campaign.workloads.hackbench import Hackbench
 from lisa_ext.campaign.workloads.pgbench import Pgbench
 from lisa_ext.campaign.workloads.rtapp import RtApp
 from lisa_ext.campaign.workloads.schbench import Schbench
+from lisa_ext.campaign.workloads.wa import Wa
 
 __all__ = ["RunContext", "WORKLOAD_KINDS", "Workload", "WorkloadError", "make_workload"]
 
 #: spec ``kind`` -> implementation
 WORKLOAD_KINDS: dict[str, type[Workload]] = {
-    cls.KIND: cls for cls in (Cyclictest, Ebizzy, Fio, Hackbench, Pgbench, RtApp, Schbench)}
+    cls.KIND: cls for cls in (Cyclictest, Ebizzy, Fio, Hackbench, Pgbench, RtApp, Schbench, Wa)}
 
 
 def make_workload(spec) -> Workload:
