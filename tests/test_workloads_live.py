@@ -225,5 +225,5 @@ def test_fio_dm_crypt_on_this_machine(tmp_path, installed):
         assert "dm-crypt setup: finding the dm-crypt target" in result["error"]
     leftover_loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert "lisa-ext-io.img" not in leftover_loops
-    assert not list(Path("/tmp").glob("**/lisa-ext-fio/lisa-ext-io.img"))
+    assert not Path("/tmp/lisa-ext-target/lisa-ext-fio/lisa-ext-io.img").exists()  # local.yml workdir
     assert not Path("/dev/mapper/lisa-ext-io").exists()
