@@ -31,6 +31,9 @@ __all__ = ["Ebizzy", "calibrate_sleep", "parse_ebizzy"]
 #: sleep length used by the calibration, in microseconds: long enough for deep idle states
 CALIBRATION_SLEEP_US = 10_000
 CALIBRATION_RUN_S = 3
+#: measured corrections of -a at most, and the utilisation error (percentage points) that ends them
+CALIBRATION_ROUNDS = 3
+CALIBRATION_TOLERANCE_PCT = 2.0
 
 
 def parse_ebizzy(text: str) -> dict[str, float]:
@@ -73,8 +76,10 @@ def calibrate_sleep(target, util_pct: float, cpu: int | None = None) -> dict:
 
     Returns ``{"sleep_after": a, "sleep_us": i, "busy_records_per_s": .., "util_pct": achieved}``.
     A thread doing ``a`` records at ``R`` records/s then sleeping ``i`` us is busy
-    ``(a/R) / (a/R + i/1e6)`` of the time; one measured run corrects ``a`` for the
-    sleep's own overheads (timer slack, wake-up latency).
+    ``(a/R) / (a/R + i/1e6)`` of the time; each measured run at that ``a`` gives the
+    real CPU time per record and idle time per sleep, from which ``a`` is solved again
+    (up to :data:`CALIBRATION_ROUNDS` times, until within :data:`CALIBRATION_TOLERANCE_PCT`).
+    The returned ``util_pct`` is that of the last measured run.
     """
     if not 0 < util_pct < 100:
         raise ValueError(f"target utilisation must be in (0, 100), got {util_pct}")
@@ -85,14 +90,17 @@ def calibrate_sleep(target, util_pct: float, cpu: int | None = None) -> dict:
     u = util_pct / 100.0
     sleep_s = CALIBRATION_SLEEP_US / 1e6
     sleep_after = max(1, round(u * sleep_s * rate / (1 - u)))
-    trial = _measure(target, ebizzy_command(1, CALIBRATION_RUN_S, cpu, sleep_after, CALIBRATION_SLEEP_US))
-    got = achieved_util_pct(trial, 1)
-    if 0 < got < 100:
-        # busy time per cycle scales with a; solve for the a that gives u with the measured overhead
-        busy_per_record = (got / 100.0) * (sleep_after / rate + sleep_s) / sleep_after
-        sleep_after = max(1, round(u * sleep_s / (busy_per_record * (1 - u))))
+    for round_ in range(CALIBRATION_ROUNDS + 1):
         trial = _measure(target, ebizzy_command(1, CALIBRATION_RUN_S, cpu, sleep_after, CALIBRATION_SLEEP_US))
         got = achieved_util_pct(trial, 1)
+        if (abs(got - util_pct) <= CALIBRATION_TOLERANCE_PCT or round_ == CALIBRATION_ROUNDS
+                or not 0 < got < 100 or trial["records_per_s"] <= 0):
+            break
+        # from the trial: CPU time per record, and the idle time of each sleep as really slept
+        # (timer slack, wake-up latency, waiting for the CPU); solve a*b / (a*b + idle) = u
+        per_record = (got / 100.0) / trial["records_per_s"]
+        idle_per_cycle = (1 - got / 100.0) * sleep_after / trial["records_per_s"]
+        sleep_after = max(1, round(u * idle_per_cycle / (per_record * (1 - u))))
     return {"sleep_after": sleep_after, "sleep_us": CALIBRATION_SLEEP_US,
             "busy_records_per_s": rate, "util_pct": round(got, 2), "target_util_pct": util_pct}
 
