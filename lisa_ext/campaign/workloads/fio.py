@@ -139,7 +139,9 @@ class Fio(Workload):
         elif "filename" not in self.options["options"] and "directory" not in self.options["options"]:
             target.execute(f"mkdir -p {remote.quote(target.path.dirname(self._default_file(target)))}")
         # lay the data file out now, so that no run traces the layout
-        out = target.execute(f"fio --create_only=1 {self._job_args(ctx)} 2>&1; echo \"rc=$?\"",
+        # in the run directory: fio leaves files in its working directory (verify state)
+        out = target.execute(f"cd {remote.quote(ctx.remote_dir)} && fio --create_only=1 {self._job_args(ctx)} 2>&1; "
+                             "echo \"rc=$?\"",
                              check_exit_code=False, timeout=600)
         output, _, status = out.rstrip().rpartition("\n")
         if status != "rc=0":
