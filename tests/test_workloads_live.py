@@ -47,7 +47,7 @@ workloads:
 
 def _run(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(LISA_EXT + ["campaign", "run", str(spec), "--out", str(out), "--no-progress", *extra],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, cwd=spec.parent)
 
 
 def _result(out: Path, workload: str) -> tuple[dict, dict]:
@@ -127,6 +127,7 @@ def test_every_kind_runs(tmp_path, installed):
     assert 0 < _result(out, "eb")[1]["achieved_util_pct"] <= 100
     assert (out / "runs/base/pg/0/postgres-server.log").exists()
     assert not _pg_leftovers()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "wl-live.yml"]  # nothing left in the cwd
 
 
 def test_missing_binary_stops_before_the_first_run(tmp_path, installed):
