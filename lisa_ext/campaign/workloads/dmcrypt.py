@@ -70,7 +70,8 @@ class CryptDevice:
 
     def cleanup_command(self) -> str:
         q = remote.quote
-        command = f"dmsetup remove --retry {q(self.name)} 2>/dev/null"
+        # without udev (the virtual board) dmsetup leaves the /dev/mapper node behind: mknodes drops it
+        command = f"dmsetup remove --retry {q(self.name)} 2>/dev/null; dmsetup mknodes 2>/dev/null"
         if self.options["backing"] == "loop":
             command += (f"; for l in $(losetup -n -O NAME -j {q(self._loop_file)} 2>/dev/null); do "
                         f"losetup -d $l; done; rm -f {q(self._loop_file)}")
@@ -106,8 +107,10 @@ class CryptDevice:
         # the key only ever exists in the kernel and this shell's argument list
         table = f"0 {sectors} crypt {cipher} $(od -An -tx1 -N{int(self.options.get('key-bytes', 64))} /dev/urandom | tr -d ' \\n') 0 {backing} 0{extra}"
         self._execute(f'dmsetup create {q(self.name)} --table "{table}"', "dmsetup create")
-        self._execute(f"udevadm settle 2>/dev/null; test -b {q(self.path)} || dmsetup mknodes {q(self.name)}",
-                      f"waiting for {self.path}")
+        # with udev the node appears once udev processed the event; without it, mknodes makes it.
+        # Never let fio start on a missing node: it would create a plain file in /dev/mapper.
+        self._execute(f"udevadm settle 2>/dev/null; dmsetup mknodes {q(self.name)} && test -b {q(self.path)}",
+                      f"creating the block device node {self.path}")
         return self.path
 
     def remove(self) -> None:

@@ -19,6 +19,7 @@ created before the run and removed after it, failure included.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from lisa_ext.campaign import remote
@@ -28,7 +29,7 @@ from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.dmcrypt import CRYPT_SCHEMA, CryptDevice
 from lisa_ext.errors import SpecError
 
-__all__ = ["Fio", "parse_fio_json"]
+__all__ = ["Fio", "parse_fio_json", "read_fio_json"]
 
 _RESERVED = ("name", "output", "output-format", "output_format", "group_reporting")
 #: fio clat percentile key -> metric suffix
@@ -62,6 +63,16 @@ def parse_fio_json(data: dict) -> list[Metric]:
     metrics.append(Metric("sys_cpu", job["sys_cpu"], "%", True))
     metrics.append(Metric("context_switches", job["ctx"], "count", True))
     return metrics
+
+
+def read_fio_json(path) -> dict:
+    """fio's JSON output file; fio may write notes (``fio: ...``) before the JSON object."""
+    text = open(path, encoding="utf-8", errors="replace").read() if os.path.exists(path) else ""
+    start = text.find("{")
+    try:
+        return json.loads(text[start:]) if start >= 0 else json.loads(text)
+    except json.JSONDecodeError:
+        raise WorkloadError(f"{path}: not fio JSON output: {text.strip()[:300]!r}") from None
 
 
 def _fio_arg(key: str, value) -> str:
@@ -162,8 +173,7 @@ class Fio(Workload):
             stderr = (ctx.local_dir / "fio.stderr")
             text = stderr.read_text(errors="replace") if stderr.exists() else ""
             raise WorkloadError(f"fio exited with status {rc}: {_tail(text)}")
-        with open(ctx.local_dir / "fio.json", encoding="utf-8") as f:
-            return parse_fio_json(json.load(f))
+        return parse_fio_json(read_fio_json(ctx.local_dir / "fio.json"))
 
     def cleanup(self, ctx: RunContext) -> None:
         device = getattr(self, "_device", None)
