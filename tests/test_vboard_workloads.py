@@ -81,7 +81,7 @@ workloads:
     out = tmp_path / "out"
     runner = subprocess.Popen(LISA_EXT + ["campaign", "run", str(spec), "--out", str(out), "--no-progress"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline and runner.poll() is None:
         if "lisa-ext-crypt" in guest(board, "dmsetup ls 2>/dev/null; true") and \
                 "fio" in guest(board, "ps -eo comm= | grep -x fio; true"):
@@ -108,5 +108,6 @@ workloads:
     assert metrics["pg"]["tps"] > 0 and metrics["pg"]["transactions"] > 0
     # nothing is left on the board: no dm device, no loop, no PostgreSQL
     assert guest(board, "dmsetup ls").strip() in ("", "No devices found")
+    assert guest(board, "ls /dev/mapper").split() == ["control"]
     assert guest(board, "losetup -a").strip() == ""
     assert guest(board, "ls -d /tmp/lisa-ext-pg.* 2>/dev/null; ps -u postgres -o pid= ; true").strip() == ""
