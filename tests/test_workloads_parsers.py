@@ -16,6 +16,7 @@ from lisa_ext.campaign.cpu_util import parse_proc_stat, utilisation
 from lisa_ext.campaign.workloads import WorkloadError
 from lisa_ext.campaign.workloads.cyclictest import parse_cyclictest_histogram
 from lisa_ext.campaign.workloads.ebizzy import achieved_util_pct, parse_ebizzy
+from lisa_ext.campaign.workloads.fio import read_fio_json
 from lisa_ext.campaign.workloads.hackbench import parse_hackbench
 from lisa_ext.campaign.workloads.pgbench import parse_pgbench
 from lisa_ext.campaign.workloads.schbench import parse_schbench, parse_schbench_text
@@ -109,3 +110,19 @@ def test_cpu_util_from_proc_stat():
     assert util["cpu0"]["busy_pct"] == 100.0
     assert util["cpu1"]["busy_pct"] == pytest.approx(100 * 25 / 125, abs=1e-3)
     assert util["cpu"]["busy_pct"] == pytest.approx(100 * 200 / 300, abs=1e-3)
+
+
+def test_fio_json_after_fio_notes():
+    # fio writes notes such as "fio: multiple writers may overwrite blocks ..." into --output first
+    path = FIXTURES / "fio-note-then-json.json"
+    assert path.read_text().startswith("fio: multiple writers")
+    data = read_fio_json(path)
+    assert data["fio version"].startswith("fio-3")
+    assert data["jobs"][0]["jobname"] == "t"
+
+
+def test_fio_json_garbage_is_an_error(tmp_path):
+    bad = tmp_path / "fio.json"
+    bad.write_text("fio: pid=0, err=22/file:filesetup.c:1, func=open, error=Invalid argument\n")
+    with pytest.raises(WorkloadError, match="not fio JSON output"):
+        read_fio_json(bad)
