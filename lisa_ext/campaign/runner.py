@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from lisa_ext.campaign import knobs as _knobs
+from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import remote, tracing
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from lisa_ext.errors import SpecError
+from lisa_ext.knobs import knob_problem
 
 __all__ = [
     "BaseTree",
@@ -231,10 +232,9 @@ def _parse_knobs(path: Path, doc: Any) -> tuple[tuple[str, str], ...]:
     out = []
     for k, v in raw.items():
         key = f"knobs.{k}" + _line(raw, k)
-        if not isinstance(k, str) or not k.startswith(("/sys/", "/proc/sys/")):
-            raise SpecError(path, key, "a knob must be an absolute path under /sys/ or /proc/sys/")
-        if ".." in k.split("/"):
-            raise SpecError(path, key, "'..' is not allowed in a knob path")
+        problem = knob_problem(k, v)
+        if problem:
+            raise SpecError(path, key, problem)
         out.append((k, _scalar_str(path, key, v)))
     return tuple(out)
 
