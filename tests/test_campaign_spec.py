@@ -101,7 +101,7 @@ def test_missing_required_key(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,expected", [
-    ("kind: fio", "kind: iozone", "unknown workload kind 'iozone'; allowed: fio, rtapp"),
+    ("kind: fio", "kind: iozone", "unknown workload kind 'iozone'; allowed: cyclictest, ebizzy, fio, hackbench, pgbench, rtapp, schbench, wa"),
     ("rw: randread", "output: x", "set by lisa-ext itself"),
     ("small: {", "toolongname: {", "task names are 1-7 letters"),
     ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "must be in (0, 100]"),

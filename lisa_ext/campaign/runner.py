@@ -38,8 +38,10 @@ from typing import Callable
 
 from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import meters, remote, tracing
+from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
+from lisa_ext.campaign.tools import missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
 
@@ -95,6 +97,10 @@ class _Journal:
 
     def set_knobs(self, originals: dict) -> None:
         self.data["knobs"] = originals
+        self._save()
+
+    def add_cleanup(self, command: str) -> None:
+        self.data.setdefault("cleanups", []).append(command)
         self._save()
 
     def add_pid(self, pid: int) -> None:
@@ -199,7 +205,7 @@ class CampaignRunner:
                 tools.add(tool)
                 if self.target.which(tool) is None:
                     problems.append(f"{tool} (workload {w.name}) is not installed on the target "
-                                    "(on Debian: bash scripts/install-system-packages.sh)")
+                                    f"({missing_tool_hint(tool)})")
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
@@ -224,6 +230,9 @@ class CampaignRunner:
             if proc.get("starttime") and _process_starttime(self.target, pid) == proc["starttime"]:
                 remote.kill_leftover(self.target, pid)
                 done.append(f"killed leftover process group {pid}")
+        for command in data.get("cleanups", []):
+            self.target.execute(command, as_root=True, check_exit_code=False)
+            done.append(f"ran cleanup: {command}")
         if data.get("instance") and self.tracefs:
             tracing.remove_instance(self.target, self.tracefs, data["instance"])
         failures = _knobs.revert_knobs(self.target, data.get("knobs", {}))
@@ -276,10 +285,10 @@ class CampaignRunner:
             "trace": None if not self._traced_run(key) else {
                 "events": list(spec.trace.events), "instance": instance,
                 "buffer_size_kb": spec.trace.buffer_size_kb},
-            "campaign_state": {k: v for k, v in self.state.items() if k.startswith("rtapp")},
+            "campaign_state": {k: v for k, v in self.state.items() if k.startswith(("rtapp", "ebizzy"))},
             "start": _now(),
         }
-        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state)
+        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state, journal.add_cleanup)
         status, error, metrics = "ok", None, []
         fatal: BaseException | None = None
         t0 = time.monotonic()
@@ -321,21 +330,25 @@ class CampaignRunner:
 
     def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
         trace = self.spec.trace
+
+        def run_workload() -> list[Metric]:
+            with meters.metered(self.meter, meta) as energy, CpuUtilWindow(self.target) as util:
+                metrics = workload.run(ctx)
+            meta["cpu_util"] = util.summary
+            return [*metrics, *util.metrics(), *energy]
+
         if not self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"])):
             meta["workload_start"] = _now()
-            with meters.metered(self.meter, meta) as energy:
-                metrics = workload.run(ctx)
+            metrics = run_workload()
             meta["workload_end"] = _now()
-            return [*metrics, *energy]
+            return metrics
         output = self.target.path.join(ctx.remote_dir, "trace.dat")
         with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
                                buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
             meta["workload_start"] = _now()
             try:
-                with meters.metered(self.meter, meta) as energy:
-                    metrics = workload.run(ctx)
-                return [*metrics, *energy]
+                return run_workload()
             finally:
                 meta["workload_end"] = _now()
 
