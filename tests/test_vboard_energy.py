@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from lisa_ext.analysis.cli import load
+from lisa_ext.trace import load_trace
 from lisa_ext.analysis.energy_model import EMU_IDLE_POWER, parse_target_dump
 from test_kernel_emulation import KERNELS, boot, build_variant, init_binary  # noqa: F401 (fixture)
 
@@ -125,7 +125,7 @@ def test_trace_estimate_agrees_with_the_meter(board_run):
     model = parse_target_dump(dump, "vboard")
     assert set(model.clusters) == {"pd0", "pd2"}
     assert model.clusters["pd0"].idle_mw == {0: 4.0, 1: 0.0, 2: 0.0}
-    ana = load(str(trace_path), ["cpu_frequency", "cpu_idle"]).ana.energy
+    ana = load_trace(str(trace_path)).ana.energy
     # Each set of counter reads lies between two markers: the meter's window
     # contains (START_1, END_0) and is contained in (START_0, END_1).
     inner = ana.summary(model=model, window=(marks["START_1"], marks["END_0"]))["clusters"]
