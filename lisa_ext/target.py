@@ -18,8 +18,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from lisa_ext import hostkeys
 from lisa_ext.campaign.schema import load_yaml, type_names
 from lisa_ext.errors import SpecError
+from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
 __all__ = ["check_target_conf", "connect", "kernel_provenance", "platform_provenance",
            "tool_versions", "tracefs_root"]
@@ -73,14 +75,31 @@ def check_target_conf(path: str | os.PathLike) -> dict:
     return doc
 
 
+def _host_key_pin(doc: dict) -> tuple[Path | None, str | None]:
+    """The virtual board's pinned key for its target config (named ``vboard``); others trust on first use."""
+    if doc["target-conf"].get("name") == "vboard":
+        return known_hosts_pin_path(), hostkeys.VBOARD_ALIAS
+    return None, None
+
+
 def connect(path: str | os.PathLike):
-    """Check a target config and connect to it through LISA; return a :class:`lisa.target.Target`."""
+    """Check a target config and connect to it through LISA; return a :class:`lisa.target.Target`.
+
+    An SSH target's host key is checked before LISA connects (devlib itself only
+    consults ``~/.ssh/known_hosts``) and again on the connection it opened:
+    see :mod:`lisa_ext.hostkeys`.
+    """
     from lisa_ext.compat import import_lisa
 
-    check_target_conf(path)
+    doc = check_target_conf(path)
     lisa_target = import_lisa("lisa.target")
     conf = lisa_target.TargetConf.from_yaml_map(os.fspath(path))
-    return lisa_target.Target.from_conf(conf)
+    pinned, alias = _host_key_pin(doc)
+    if conf.get("kind") == "linux":
+        hostkeys.check_host_key(conf.get("host"), conf.get("port") or 22, pinned=pinned, alias=alias)
+    target = lisa_target.Target.from_conf(conf)
+    hostkeys.check_connection(target, pinned=pinned, alias=alias)
+    return target
 
 
 def tracefs_root(target) -> str | None:

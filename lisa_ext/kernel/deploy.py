@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
+from lisa_ext import hostkeys
 from lisa_ext.errors import UserError
 
 __all__ = [
@@ -87,8 +88,7 @@ class _SshShell:
     keyfile: str | None
 
     def _base(self) -> list[str]:
-        cmd = ["ssh", "-p", str(self.port), "-o", "StrictHostKeyChecking=no",
-               "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
+        cmd = ["ssh", "-p", str(self.port), *hostkeys.openssh_options(), "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
                "-o", "ConnectTimeout=20", "-T"]
         if self.keyfile:
             cmd += ["-i", self.keyfile]
