@@ -18,7 +18,7 @@ from typing import Any
 
 from lisa_ext.errors import UserError
 
-__all__ = ["register", "load", "run_analysis", "NAMES"]
+__all__ = ["NAMES", "load", "register", "run_analysis", "trace_lost_events"]
 
 NAMES = ("idle-miss", "wakeup-latency", "wq-placement", "iowait-boost")
 
@@ -75,6 +75,16 @@ def load(path: str, events: list[str], loader: str = "auto") -> Any:
     if path.endswith(".html"):
         kwargs["parser"] = lisa_trace.SysTraceParser.from_html
     return lisa_trace.Trace(path, events=events, **kwargs)
+
+
+def trace_lost_events(path: str) -> int | None:
+    """Events the kernel lost while ``path`` was recorded (trace.dat only, else None)."""
+    from lisa_ext.trace.tracedat import count_events
+
+    with open(path, "rb") as f:
+        if f.read(10) != b"\x17\x08\x44tracing":
+            return None
+    return int(count_events(path)["lost_events"]["total"])
 
 
 def _platform(args: argparse.Namespace, trace: Any):
@@ -199,7 +209,12 @@ def handler(args: argparse.Namespace) -> int:
         if lisa_trace is not None and isinstance(exc, lisa_trace.MissingTraceEventError):
             raise UserError(f"{args.trace}: {args.name}: {exc}") from None
         raise
+    lost = trace_lost_events(args.trace)
+    if lost:
+        print(f"warning: {args.trace}: the trace lost {lost} events (ftrace buffer overflow); "
+              "the figures below under-count", file=sys.stderr)
     if args.json:
+        figures["lost_events"] = lost
         json.dump(_clean(figures), sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
         return 0

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from lisa_ext.campaign import knobs as _knobs
-from lisa_ext.campaign import remote, tracing
+from lisa_ext.campaign import remote, trace_loss, tracing
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import RunContext, make_workload
@@ -301,6 +301,7 @@ class CampaignRunner:
             target.execute(f"rm -rf {remote.quote(remote_dir)}", as_root=True, check_exit_code=False)
         meta["end"] = _now()
         meta["duration_s"] = round(time.monotonic() - t0, 3)
+        trace_loss.record_lost_events(tmp, meta)
         result = RunResult(spec.name, key.variant, key.workload, key.iteration, status, error, metrics)
         write_json(tmp / "meta.json", meta)
         write_json(tmp / "result.json", result.to_json())
