@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from lisa_ext.campaign import knobs as _knobs
-from lisa_ext.campaign import remote, trace_loss, tracing
+from lisa_ext.campaign import remote, storage, trace_loss, tracing
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import RunContext, make_workload
@@ -293,6 +293,8 @@ class CampaignRunner:
         except _knobs.KnobRevertError as exc:
             status, error, fatal = "failed", f"{exc}", exc
         except Exception as exc:
+            if storage.storage_cause(exc):
+                raise  # the campaign directory is full: not this run's fault, see run()
             status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
             log.debug("run %s failed", key, exc_info=True)
             (tmp / "error.txt").write_text(traceback.format_exc())
@@ -380,11 +382,28 @@ class CampaignRunner:
                 self._save_state()
             failed = self._run_all(todo)
             return RunSummary(self.store.root, len(todo) - failed, failed, len(done_before), recovered)
+        except Exception as exc:
+            self._stop_if_storage(exc)
+            raise
         finally:
             for fd in (self._lock_fd, self._target_lock_fd):
                 if fd is not None:
                     os.close(fd)
             self._lock_fd = self._target_lock_fd = None
+
+    def _stop_if_storage(self, exc: Exception) -> None:
+        """A full or read-only campaign directory: undo the partial run on the target, stop cleanly."""
+        if storage.storage_cause(exc) is None:
+            return
+        if self.target is not None:
+            try:
+                self._recover()
+            except Exception as cleanup_exc:  # noqa: BLE001 -- the journal stays for --resume
+                log.warning("cleanup after the storage failure: %s", cleanup_exc)
+        self.store.remove_partial_runs(ignore_errors=True)
+        storage.raise_if_storage(exc, self.store.root, done=len(self.store.results()),
+                                 total=len(plan_runs(self.spec)), spec_path=self.spec.path,
+                                 out=self.store.root)
 
     def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
         from tqdm import tqdm
