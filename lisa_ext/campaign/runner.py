@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from lisa_ext.campaign import knobs as _knobs
-from lisa_ext.campaign import remote, storage, trace_loss, tracing
+from lisa_ext.campaign import recovery, remote, storage, trace_loss, tracing
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import RunContext, make_workload
@@ -204,6 +204,7 @@ class CampaignRunner:
                 problems.append(f"variant {v.name}: {p}")
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
+        self.faults = recovery.CampaignFaults.for_campaign(self)
         self.platform = platform_provenance(self.target)
         self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
 
@@ -243,7 +244,7 @@ class CampaignRunner:
             return self._deployed_kernel[1]
         from lisa_ext.kernel.deploy import deploy_variant  # provided by the kernel-variant layer
 
-        result = deploy_variant(self.target, variant.kernel)
+        result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
         self._deployed_kernel = (variant.kernel, result)
         return result
 
@@ -304,6 +305,7 @@ class CampaignRunner:
         meta["end"] = _now()
         meta["duration_s"] = round(time.monotonic() - t0, 3)
         trace_loss.record_lost_events(tmp, meta)
+        self.faults.before_commit(key, meta)
         result = RunResult(spec.name, key.variant, key.workload, key.iteration, status, error, metrics)
         write_json(tmp / "meta.json", meta)
         write_json(tmp / "result.json", result.to_json())
@@ -416,7 +418,7 @@ class CampaignRunner:
         try:
             for index, key in todo:
                 bar.set_postfix_str(str(key))
-                result = self._run_one(key, index, journal)
+                result = self.faults.run(key, lambda: self._run_one(key, index, journal))
                 if result.status != "ok":
                     failed += 1
                     bar.write(f"run {key} failed: {result.error}", file=sys.stderr)

@@ -32,7 +32,7 @@ class CampaignStatus:
         lines = [f"campaign {self.name}: {len(self.done)} done, {len(self.failed)} failed, "
                  f"{len(self.missing)} missing (of {total})"]
         lines += [f"  done     {k}{self._lost_mark(k)}" for k in self.done]
-        lines += [f"  failed   {k}  {err}{self._lost_mark(k)}" for k, err in self.failed]
+        lines += [f"  failed   {k}  {_headline(err)}{self._lost_mark(k)}" for k, err in self.failed]
         lines += [f"  missing  {k}" for k in self.missing]
         if self.lost_events:
             lines.append(trace_loss.warning_line(self.lost_events))
@@ -44,6 +44,13 @@ class CampaignStatus:
     def _lost_mark(self, key: RunKey) -> str:
         n = self.lost_events.get(str(key))
         return f"  [trace lost {n} events]" if n else ""
+
+
+def _headline(error: str) -> str:
+    """The first line of a run's error, and the panic line when a console tail follows it."""
+    lines = error.splitlines() or [""]
+    panic = next((line.strip() for line in lines[1:] if "Kernel panic" in line), None)
+    return lines[0] + (f" [{panic}]" if panic else "")
 
 
 def campaign_status(campaign_dir: str | os.PathLike) -> CampaignStatus:
