@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from lisa_ext import hostkeys
 from lisa_ext.errors import UserError
+from lisa_ext.kernel.spec import KNOB_PATH_RE
 
 __all__ = [
     "DeployError",
@@ -239,6 +240,9 @@ def _apply_knobs(shell: _Shell, knobs) -> dict[str, str]:
     """
     applied = {}
     for pattern, value in _knob_items(knobs):
+        if not KNOB_PATH_RE.match(pattern):
+            raise DeployError(f"knob {pattern!r}: not a plain sysfs/procfs path or glob; refusing to "
+                              "hand it to the target's shell")
         if any(c in pattern for c in "*?["):
             # the glob is expanded by the target's shell; each match is quoted from then on
             listing = shell.run(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; true", timeout=60)
