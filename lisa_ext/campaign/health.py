@@ -13,11 +13,12 @@ the reason instead of later with a timeout.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 __all__ = ["TargetWatchdog", "board_probe", "devlib_probe", "close_connection"]
 
@@ -84,7 +85,17 @@ class TargetWatchdog:
         self.lost: str | None = None
         self.lost_at: float | None = None
         self._stop = threading.Event()
+        self._paused = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No probing while the target is down on purpose (a kernel deploy reboots it)."""
+        self._paused.set()
+        try:
+            yield
+        finally:
+            self._paused.clear()
 
     def __enter__(self) -> "TargetWatchdog":
         self.lost = self.lost_at = None
@@ -101,7 +112,12 @@ class TargetWatchdog:
     def _loop(self) -> None:
         missed = 0
         while not self._stop.wait(self.interval_s):
+            if self._paused.is_set():
+                missed = 0
+                continue
             reason, fatal = self.probe(self.interval_s * 2)
+            if self._paused.is_set():
+                continue
             if reason is None:
                 missed = 0
                 continue

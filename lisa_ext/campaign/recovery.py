@@ -25,6 +25,7 @@ campaign continues with the other variants.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
@@ -35,6 +36,7 @@ from typing import Any, Callable
 
 from lisa_ext.campaign import health
 from lisa_ext.campaign.store import RunKey, RunResult, write_json
+from lisa_ext.campaign.workloads import make_workload
 from lisa_ext.errors import UserError
 
 __all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot"]
@@ -68,6 +70,7 @@ class CampaignFaults:
     recoveries: list = field(default_factory=list)  # seconds each recovery took
     is_board: bool = False
     _watchdog: health.TargetWatchdog | None = None
+    _main_conn: Any = None  # the runner's own connection: what the watchdog closes when the target is lost
 
     @classmethod
     def for_campaign(cls, runner) -> "CampaignFaults":
@@ -102,10 +105,10 @@ class CampaignFaults:
         for number in range(1, self.retries + 2):
             probe = (health.board_probe(self._board_object()) if self._is_board()
                      else health.devlib_probe(self.runner.target))
-            main_conn = self.runner.target.conn
+            self._main_conn = self.runner.target.conn
             self._watchdog = health.TargetWatchdog(
                 probe, interval_s=self.interval_s, misses=self.misses,
-                on_lost=lambda _reason: health.close_connection(main_conn))
+                on_lost=lambda _reason: health.close_connection(self._main_conn))
             started = time.monotonic()
             try:
                 with self._watchdog:
@@ -180,29 +183,35 @@ class CampaignFaults:
         """Runner hook around a kernel deploy: remember what boots, fail fast on what does not."""
         if variant.name in self.broken:
             raise VariantDidNotBoot(self.broken[variant.name])
-        try:
-            if self._is_board() and not self._board_object().is_up():
-                # nothing to switch from (the board is down): boot the variant, then reconnect
-                result = self._boot_board(variant.kernel)
-            else:
-                result = do_deploy()
-        except Exception as exc:
-            tail = self.console_tail()
-            reason = f"kernel variant {variant.name} did not boot: {type(exc).__name__}: {exc}"
-            if tail and tail not in reason:
-                reason += f"\nconsole:\n{tail}"
-            self.broken[variant.name] = reason
-            self.runner.echo(f"variant {variant.name} did not boot; its runs are marked failed")
-            if self.last_good_kernel is not None:
-                self.recover(self.last_good_kernel)
-            raise VariantDidNotBoot(reason) from None
+        with self._watchdog.paused() if self._watchdog is not None else contextlib.nullcontext():
+            try:
+                if self._is_board() and not self._board_object().is_up():
+                    # nothing to switch from (the board is down): boot the variant, then reconnect
+                    result = self._boot_board(variant.kernel)
+                else:
+                    result = do_deploy()
+            except Exception as exc:
+                reason = f"kernel variant {variant.name} did not boot: {type(exc).__name__}: {exc}"
+                tail = self.console_tail()
+                if tail and tail.splitlines()[-1] not in reason:
+                    reason += f"\nconsole:\n{tail}"
+                self.broken[variant.name] = reason
+                self.runner.echo(f"variant {variant.name} did not boot; its runs are marked failed")
+                if self.last_good_kernel is not None:
+                    self.recover(self.last_good_kernel, cleanup=False)
+                raise VariantDidNotBoot(reason) from None
+            self._main_conn = self.runner.target.conn  # deploy reconnected the runner's target
         self.last_good_kernel = variant.kernel
         return result
 
     # -- recovery -------------------------------------------------------------------
 
-    def recover(self, kernel: Path | None) -> float:
-        """Bring the target back (on ``kernel`` when given) and reconnect the runner; seconds taken."""
+    def recover(self, kernel: Path | None, *, cleanup: bool = True) -> float:
+        """Bring the target back (on ``kernel`` when given) and reconnect the runner; seconds taken.
+
+        ``cleanup``: also undo the lost attempt (journal, partial run) and set the workloads up
+        again; not when a deploy inside a run recovers (the run goes on and cleans up itself).
+        """
         started = time.monotonic()
         runner = self.runner
         if self._is_board():
@@ -218,6 +227,9 @@ class CampaignFaults:
                 from lisa_ext.kernel.deploy import deploy_variant
 
                 runner._deployed_kernel = (kernel, deploy_variant(runner.target, kernel))
+        self._main_conn = runner.target.conn
+        if not cleanup:
+            return self._took(started)
         # the journal of the lost attempt: leftover processes, trace instance, remote files; the
         # knobs went with the reboot (restoring them now could fail on a file that reads back differently)
         from lisa_ext.campaign.runner import JOURNAL_NAME  # deferred: the runner imports this module
@@ -230,12 +242,13 @@ class CampaignFaults:
         runner._recover()
         runner.store.remove_partial_runs()
         for w in runner.spec.workloads:
-            from lisa_ext.campaign.workloads import make_workload
-
             make_workload(w).setup_campaign(runner.target, runner.state)
+        return self._took(started)
+
+    def _took(self, started: float) -> float:
         took = round(time.monotonic() - started, 1)
         self.recoveries.append(took)
-        runner.echo(f"target recovered in {took:.0f} s")
+        self.runner.echo(f"target recovered in {took:.0f} s")
         return took
 
     def _boot_board(self, kernel: Path) -> dict:
