@@ -120,7 +120,7 @@ class CampaignFaults:
                 if reason is None:
                     raise
                 record = {"attempt": number, "reason": reason, "error": f"{type(exc).__name__}: {exc}",
-                          "after_s": round(time.monotonic() - started, 1),
+                          "after_s": round(time.monotonic() - started, 1), "lost_at_unix": round(time.time(), 1),
                           "console_tail": self.console_tail()}
                 self.attempts.setdefault(key, []).append(record)
                 self.runner.echo(f"run {key}: {reason} (attempt {number} of {self.retries + 1}); "
