@@ -6,7 +6,7 @@ runs the LISA code path each one fixes.
 
 * ``lisa/analysis/tasks.py`` (``df_task_activation`` default argument, evaluated
   at import time), ``lisa/datautils.py`` and ``lisa/analysis/functions.py`` use
-  ``np.NaN``, removed in numpy 2.0 -> :func:`_shim_numpy_aliases` restores it as
+  ``np.NaN``, removed in numpy 2.0 -> :func:`shim_numpy_aliases` restores it as
   an alias of ``np.nan``.
 * ``lisa/datautils.py`` (``series_integrate``) calls ``np.trapz``, removed in
   numpy 2.4 -> aliased to ``np.trapezoid``.
@@ -15,8 +15,11 @@ runs the LISA code path each one fixes.
 * ``lisa/__init__.py`` installs a warnings filter turning every
   DeprecationWarning attributed to a ``lisa.*`` module into an exception. Any
   pandas/numpy deprecation triggered from inside LISA then kills a user's
-  notebook cell -> :func:`_relax_lisa_warning_filter` downgrades it to
+  notebook cell -> :func:`relax_lisa_warning_filter` downgrades it to
   ``default`` (shown once per location, never raised).
+
+:mod:`lisa_ext.lisa_hook` applies these shims right before LISA is first
+imported, so plain ``import lisa.trace`` works in the project's environment.
 
 The shims only add missing attributes and edit one warnings filter; they never
 replace behaviour that exists.
@@ -30,19 +33,21 @@ import warnings
 
 import numpy as np
 
-__all__ = ["apply", "import_lisa"]
+from lisa_ext import lisa_hook
+
+__all__ = ["apply", "import_lisa", "relax_lisa_warning_filter", "shim_numpy_aliases"]
 
 _applied = False
 
 
-def _shim_numpy_aliases() -> None:
+def shim_numpy_aliases() -> None:
     if not hasattr(np, "NaN"):
         np.NaN = np.nan  # type: ignore[attr-defined]
     if not hasattr(np, "trapz"):
         np.trapz = np.trapezoid  # type: ignore[attr-defined]
 
 
-def _relax_lisa_warning_filter() -> None:
+def relax_lisa_warning_filter() -> None:
     relaxed = []
     for action, message, category, module, lineno in warnings.filters:
         pattern = getattr(module, "pattern", module)
@@ -59,13 +64,19 @@ def _relax_lisa_warning_filter() -> None:
 
 
 def apply() -> None:
-    """Apply every shim once, importing LISA's top-level package to fix its filter."""
+    """Apply every shim once, importing LISA's top-level package to fix its filter.
+
+    Also installs :mod:`lisa_ext.lisa_hook` (normally done at start-up by the
+    ``.pth`` file the package installs), so a ``Trace`` built after this call
+    has lisa-ext's analyses even when running from a checkout on ``PYTHONPATH``.
+    """
     global _applied
     if _applied:
         return
-    _shim_numpy_aliases()
+    shim_numpy_aliases()
+    lisa_hook.install()
     importlib.import_module("lisa")
-    _relax_lisa_warning_filter()
+    relax_lisa_warning_filter()
     _applied = True
 
 

@@ -25,13 +25,11 @@ import sys
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["register", "preflight", "run_quickstart", "campaign_overview", "per_run_table", "workloads",
-           "variant_summary", "plot_key_metrics", "KEY_METRICS", "REPO_ROOT"]
+           "variant_summary", "plot_key_metrics", "KEY_METRICS"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SPEC = REPO_ROOT / "notebooks" / "quickstart.yml"
-NOTEBOOK = REPO_ROOT / "notebooks" / "quickstart.ipynb"
 TRACEFS = "/sys/kernel/tracing"
 
 #: metrics of the quickstart workloads shown in the summary and the figure
@@ -64,24 +62,20 @@ def preflight(echo=print) -> None:
 
 def campaign_overview(campaign_dir: str | os.PathLike):
     """One row per (variant, workload): runs ok/failed, knobs read back, kernel, trace size."""
-    import json
-
     import pandas as pd
 
-    from lisa_ext.campaign.store import CampaignStore
+    from lisa_ext.campaign.store import read_campaign
 
     rows = []
-    for run_dir, result in CampaignStore(campaign_dir).iter_results():
-        meta = json.loads((run_dir / "meta.json").read_text())
-        trace = run_dir / "trace.dat"
-        knobs = ", ".join(f"{Path(p).name}={k.get('read_back')}"
-                          for p, k in (meta.get("knobs") or {}).items())
+    for run in read_campaign(campaign_dir, allow_empty=True).runs:
+        trace = run.trace
+        knobs = ", ".join(f"{Path(p).name}={k.get('read_back')}" for p, k in run.meta.knobs.items())
         rows.append({
-            "variant": result.variant, "workload": result.workload,
-            "ok": result.status == "ok", "knobs read back": knobs,
-            "kernel": (meta.get("kernel") or {}).get("release"),
-            "run s": meta.get("duration_s"),
-            "trace MB": trace.stat().st_size / 1e6 if trace.exists() else 0.0,
+            "variant": run.variant, "workload": run.workload,
+            "ok": run.ok, "knobs read back": knobs,
+            "kernel": run.meta.kernel_release,
+            "run s": run.meta.duration_s,
+            "trace MB": trace.stat().st_size / 1e6 if trace is not None else 0.0,
         })
     df = pd.DataFrame(rows)
     if df.empty:
@@ -96,6 +90,7 @@ def campaign_overview(campaign_dir: str | os.PathLike):
 def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
     """The per-run metrics of one workload: one row per run, one column per metric (with unit).
 
+    Failed runs are left out, as in the report (:func:`lisa_ext.campaign.store.metrics_table`).
     ``metrics`` restricts the columns (default: every metric the workload reports).
     """
     from lisa_ext.campaign.store import metrics_table
@@ -179,7 +174,7 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     from lisa_ext.target import check_target_conf
 
     preflight(echo)
-    spec = load_spec(SPEC)
+    spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
     check_target_conf(spec.target)
     if fresh and campaign_dir.exists():
         shutil.rmtree(campaign_dir)
@@ -198,7 +193,7 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     echo("executing notebooks/quickstart.ipynb ...")
     from lisa_ext.study import execute_notebook
 
-    return execute_notebook(NOTEBOOK, out_html, {"campaign_dir": str(campaign_dir.resolve())})
+    return execute_notebook(workbench_path("notebooks", "quickstart.ipynb"), out_html, {"campaign_dir": str(campaign_dir.resolve())})
 
 
 def _handler(args: argparse.Namespace) -> int:
@@ -211,9 +206,9 @@ def _handler(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("quickstart", help="run the quickstart study on this machine")
-    p.add_argument("--data", default=str(REPO_ROOT / "data" / "quickstart"),
+    p.add_argument("--data", default=str(output_dir() / "data" / "quickstart"),
                    help="campaign directory (default: data/quickstart)")
-    p.add_argument("--out", default=str(REPO_ROOT / "out" / "quickstart.html"),
+    p.add_argument("--out", default=str(output_dir() / "out" / "quickstart.html"),
                    help="HTML report (default: out/quickstart.html)")
     p.add_argument("--fresh", action="store_true", help="discard earlier runs and start over")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -24,13 +24,17 @@ from typing import Any
 import pandas as pd
 
 from lisa_ext.errors import UserError
+from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["Study", "STUDY_DIR", "list_studies", "find_study", "ensure_campaign",
+__all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
            "execute_notebook", "run_study", "register"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-STUDY_DIR = REPO_ROOT / "notebooks"
+
+
+def study_dir() -> Path:
+    """``notebooks/`` of the workbench (:mod:`lisa_ext.workbench`)."""
+    return workbench_path("notebooks")
 
 
 @dataclass(frozen=True)
@@ -41,16 +45,19 @@ class Study:
 
     @property
     def default_data(self) -> Path:
-        return REPO_ROOT / "data" / self.name
+        return output_dir() / "data" / self.name
 
 
-def list_studies(root: Path = STUDY_DIR) -> list[Study]:
-    """Every notebook with a campaign spec of the same name (the quickstart included)."""
+def list_studies(root: Path | None = None) -> list[Study]:
+    """Every notebook with a campaign spec of the same name (the quickstart included),
+    in ``root`` (default: :func:`study_dir`)."""
+    root = study_dir() if root is None else root
     return [Study(nb.stem, nb.with_suffix(".yml"), nb)
             for nb in sorted(root.glob("*.ipynb")) if nb.with_suffix(".yml").is_file()]
 
 
-def find_study(name: str, root: Path = STUDY_DIR) -> Study:
+def find_study(name: str, root: Path | None = None) -> Study:
+    root = study_dir() if root is None else root
     studies = {s.name: s for s in list_studies(root)}
     if name not in studies:
         raise UserError(f"no study {name!r} in {root}: choose one of {', '.join(sorted(studies))}")
@@ -115,8 +122,8 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     """
     import warnings
 
-    from lisa_ext.report.campaign import read_campaign
-    from lisa_ext.report.traces import load_trace
+    from lisa_ext.campaign.store import read_campaign
+    from lisa_ext.trace import load_trace
 
     frames = []
     for run in read_campaign(campaign_dir).runs:
@@ -139,7 +146,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
 
 
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
-    """Execute ``notebook`` with papermill (cwd = repo root), export it as offline HTML."""
+    """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
     import nbformat
     import papermill
     from nbconvert import HTMLExporter
@@ -147,7 +154,7 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any])
     out_html.parent.mkdir(parents=True, exist_ok=True)
     executed = out_html.with_suffix(".ipynb")
     papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
-                               kernel_name="python3", cwd=str(REPO_ROOT),
+                               kernel_name="python3", cwd=str(output_dir()),
                                progress_bar=False, log_output=False)
     nb = nbformat.read(executed, as_version=4)
     exporter = HTMLExporter(template_name="lab")
@@ -182,7 +189,7 @@ def _list(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     study = find_study(args.name)
     data = Path(args.data) if args.data else study.default_data
-    out = Path(args.out) if args.out else REPO_ROOT / "out" / f"{study.name}.html"
+    out = Path(args.out) if args.out else output_dir() / "out" / f"{study.name}.html"
     html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress)
     print(f"{study.name} report: {html.resolve()}")
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 from lisa_ext import hostkeys
 from lisa_ext.campaign.schema import Field, check_mapping, load_yaml, type_names
 from lisa_ext.errors import SpecError
+from lisa_ext.running_kernel import probe_running_kernel
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
 __all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance",
@@ -140,17 +141,20 @@ def _read(target, command: str) -> str | None:
 
 
 def kernel_provenance(target) -> dict:
-    """Kernel release, version, command line and a hash of its config when readable."""
-    release = _read(target, "uname -r")
+    """Kernel release, version, command line (:mod:`lisa_ext.running_kernel`'s
+    probe), machine and a hash of its config when readable."""
+    running = probe_running_kernel(
+        lambda command: target.execute(command, as_root=True, check_exit_code=False))
+    release = running.release
     config_hash = _read(
         target,
         "{ zcat /proc/config.gz || cat /boot/config-" + shlex.quote(release or "") + "; }"
         " 2>/dev/null | sha256sum | cut -d' ' -f1 | grep -v '^e3b0c442'")
     return {
         "release": release,
-        "version": _read(target, "uname -v"),
+        "version": running.version,
         "machine": _read(target, "uname -m"),
-        "cmdline": _read(target, "cat /proc/cmdline"),
+        "cmdline": running.cmdline,
         "config_sha256": config_hash,
     }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from lisa_ext.campaign.knobs import check_knobs, choices, read_knob
+from lisa_ext.knobs import applied_knobs, check_knobs, choices, read_knob
 
 # kernel/sched/debug.c:sched_feat_show, as printed by Debian's 6.12 on the board
 FEATURES = ("PLACE_LAG PLACE_DEADLINE_INITIAL PLACE_REL_DEADLINE RUN_TO_PARITY PREEMPT_SHORT "
@@ -65,3 +65,19 @@ def test_upper_case_plain_value_is_not_a_flag_list(target, tmp_path):
     knob.write_text("N\n")
     assert read_knob(target, str(knob), "Y") == "N"
     assert check_knobs(target, {str(knob): "Y"}) == []
+
+
+def test_campaign_glob_knob_is_written_on_every_match_and_reverted(target, tmp_path):
+    # globs used to work only for kernel deploys; one implementation serves both
+    for policy in ("policy0", "policy2"):
+        (tmp_path / policy).mkdir()
+        (tmp_path / policy / "scaling_governor").write_text("performance\n")
+    pattern = f"{tmp_path}/policy*/scaling_governor"
+    assert check_knobs(target, {pattern: "schedutil"}) == []
+    assert check_knobs(target, {f"{tmp_path}/nothing*/x": "1"}) == [
+        f"knob {tmp_path}/nothing*/x: no file matches on the target"]
+    with applied_knobs(target, {pattern: "schedutil"}) as state:
+        assert sorted(state) == [f"{tmp_path}/policy0/scaling_governor",
+                                 f"{tmp_path}/policy2/scaling_governor"]
+        assert (tmp_path / "policy2" / "scaling_governor").read_text() == "schedutil"
+    assert (tmp_path / "policy0" / "scaling_governor").read_text() == "performance"

@@ -48,11 +48,12 @@ variants:
 workloads:
   - name: io
     kind: fio
-    options: {rw: randread, bs: 4k, ioengine: psync, size: 8M, runtime: 3, time_based: 1}
+    options: {rw: randread, bs: 4k, ioengine: psync, size: 8M, runtime: 2, time_based: 1}
 """)
     out = tmp_path / "campaign"
-    # the storm runs beside the campaign: ftrace records every CPU, so its switches fill the buffer
-    storm = subprocess.Popen(["stress-ng", "--switch", "2", "-t", "60", "--quiet"])
+    # the storm runs beside the campaign: ftrace records every CPU, so its switches fill the buffer;
+    # 20000 switches/s overflow 4 KiB per CPU (~15000 events lost in 2 s here) and keep the trace small
+    storm = subprocess.Popen(["stress-ng", "--switch", "1", "--switch-freq", "20000", "-t", "300", "--quiet"])
     try:
         proc = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--no-progress", cwd=tmp_path)
     finally:

@@ -15,12 +15,13 @@ import pytest
 from campaign_helpers import REPO
 from lisa_ext import quickstart
 from lisa_ext.study import execute_notebook
+from lisa_ext.workbench import workbench_path
 
 SAMPLE = REPO / "data" / "samples" / "wq-affinity"
 
 
 def test_notebook_report_from_sample(tmp_path):
-    html = execute_notebook(quickstart.NOTEBOOK, tmp_path / "quickstart.html",
+    html = execute_notebook(workbench_path("notebooks", "quickstart.ipynb"), tmp_path / "quickstart.html",
                             {"campaign_dir": str(SAMPLE)})
     text = html.read_text()
     # the figure is embedded as a PNG, and nothing is fetched from the network

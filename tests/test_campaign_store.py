@@ -6,11 +6,21 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from campaign_helpers import REPO
 from lisa_ext.campaign.status import campaign_status
-from lisa_ext.campaign.store import METRICS_COLUMNS, CampaignStore, Metric, RunKey, RunResult, metrics_table
+from lisa_ext.campaign.store import (
+    METRICS_COLUMNS,
+    CampaignStore,
+    Metric,
+    RunKey,
+    RunResult,
+    metrics_table,
+    read_campaign,
+)
+from lisa_ext.errors import SpecError
 from lisa_ext.campaign.workloads.fio import parse_fio_json
 from lisa_ext.campaign.workloads.rtapp import parse_rtapp_log, task_metrics
 
@@ -95,3 +105,47 @@ def test_atomic_commit_and_partial_cleanup(tmp_path):
     (partial / "trace.dat").write_bytes(b"half")
     assert store.remove_partial_runs() == [partial]
     assert sorted(os.listdir(tmp_path / "runs/v/w")) == ["0"]
+
+
+def _write_run(root, variant, iteration, status, value, meta):
+    run = root / "runs" / variant / "w" / str(iteration)
+    run.mkdir(parents=True)
+    result = RunResult("c", variant, "w", iteration, status, None if status == "ok" else "boom",
+                       [Metric("lat", value, "us", True)])
+    (run / "result.json").write_text(json.dumps(result.to_json()))
+    (run / "meta.json").write_text(json.dumps(meta))
+
+
+def test_run_meta_keeps_keys_it_does_not_know(tmp_path):
+    meta = {"kernel": {"release": "6.12.0"}, "duration_s": 1.5,
+            "energy": {"joules": 3.25}, "trace_lost_events": 0}
+    _write_run(tmp_path, "v", 0, "ok", 1.0, meta)
+    run = read_campaign(tmp_path).runs[0]
+    assert run.meta.kernel_release == "6.12.0" and run.meta.duration_s == 1.5
+    assert run.meta["energy"] == {"joules": 3.25} and run.meta.get("trace_lost_events") == 0
+    assert dict(run.meta) == meta
+
+
+def test_failed_runs_are_out_of_every_metrics_reader_by_default(tmp_path):
+    (tmp_path / "campaign.yml").write_text("name: c\nvariants:\n  - name: v\n  - name: a\n"
+                                           "workloads:\n  - name: w\n")
+    _write_run(tmp_path, "v", 0, "ok", 1.0, {})
+    _write_run(tmp_path, "v", 1, "failed", 99.0, {})
+    _write_run(tmp_path, "a", 0, "ok", 2.0, {})
+    df = metrics_table(tmp_path)
+    # spec order (v before a), the failed run's partial metric left out
+    assert list(df["variant"]) == ["v", "a"] and list(df["value"]) == [1.0, 2.0]
+    assert list(metrics_table(tmp_path, include_failed=True)["value"]) == [1.0, 99.0, 2.0]
+    from lisa_ext.quickstart import per_run_table
+    from lisa_ext.report.campaign import metrics_frame
+
+    report = metrics_frame(read_campaign(tmp_path))
+    pd.testing.assert_frame_equal(report, df)
+    assert sorted(per_run_table(tmp_path, "w")["lat [us]"]) == [1.0, 2.0]
+
+
+def test_bad_meta_json_is_named(tmp_path):
+    _write_run(tmp_path, "v", 0, "ok", 1.0, {})
+    (tmp_path / "runs/v/w/0/meta.json").write_text("{not json")
+    with pytest.raises(SpecError, match=r"runs/v/w/0/meta.json"):
+        read_campaign(tmp_path).runs[0].meta

@@ -60,7 +60,7 @@ def _subclasses(cls):
 
 
 def test_wq_affinity_notebook_runs_on_the_sample_campaign(tmp_path):
-    sample = study.REPO_ROOT / "data" / "samples" / "wq-affinity"
+    sample = Path(__file__).resolve().parent.parent / "data" / "samples" / "wq-affinity"
     html = study.execute_notebook(study.find_study("wq-affinity").notebook, tmp_path / "wq.html",
                                   {"campaign_dir": str(sample), "report_dir": str(tmp_path / "report")})
     text = html.read_text()

@@ -39,7 +39,7 @@ def test_glob_knobs_write_every_match_and_read_back(tmp_path):
     applied = deploy._apply_knobs(LocalShell(), ((f"{tmp_path}/policy*/scaling_governor", "schedutil"),))
     assert applied == {f"{tmp_path}/policy0/scaling_governor": "schedutil",
                        f"{tmp_path}/policy2/scaling_governor": "schedutil"}
-    assert (tmp_path / "policy2" / "scaling_governor").read_text() == "schedutil\n"
+    assert (tmp_path / "policy2" / "scaling_governor").read_text() == "schedutil"
 
 
 def test_glob_knob_matching_nothing_is_an_error(tmp_path):
@@ -69,8 +69,16 @@ class _Readback:
 def test_bracketed_sysfs_choice_counts_as_taken(tmp_path):
     knob = tmp_path / "current_governor"
     knob.write_text("")
+    # read back as the active choice, as campaign knobs are (one implementation)
     assert deploy._apply_knobs(_Readback(LocalShell(), "menu [teo]"), {str(knob): "teo"}) == {
-        str(knob): "menu [teo]"}
+        str(knob): "teo"}
+
+
+def test_flag_list_knob_reads_back_its_flag(tmp_path):
+    knob = tmp_path / "features"
+    knob.write_text("")
+    shell = _Readback(LocalShell(), "GENTLE_FAIR_SLEEPERS NO_UTIL_EST TTWU_QUEUE")
+    assert deploy._apply_knobs(shell, {str(knob): "NO_UTIL_EST"}) == {str(knob): "NO_UTIL_EST"}
 
 
 def _staged(tmp_path, release="6.12.9-lxabc"):

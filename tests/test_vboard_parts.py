@@ -2,6 +2,7 @@
 parsing, the per-boot modules disk. No guest is booted here (see
 test_vboard_boot.py and test_vboard_e2e.py)."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.errors import UserError
+from lisa_ext.running_kernel import parse_build_id
 from lisa_ext.vboard import qemu, rootfs
-from lisa_ext.vboard.board import BoardSettings, _parse_build_id, default_target_conf_path
+from lisa_ext.vboard.board import BoardSettings, default_target_conf_path
 
 
 def _machine(tmp_path, **kw):
@@ -79,8 +81,8 @@ def test_build_id_parsed_from_a_real_elf_note(tmp_path):
     expected = re.search(r"Build ID: ([0-9a-f]+)", readelf).group(1)
     # /sys/kernel/notes holds several notes: put another one in front.
     other = (4).to_bytes(4, "little") + (4).to_bytes(4, "little") + (1).to_bytes(4, "little") + b"Xen\0" + b"abcd"
-    assert _parse_build_id(other + notes.read_bytes()) == expected
-    assert _parse_build_id(other) is None
+    assert parse_build_id(other + notes.read_bytes()) == expected
+    assert parse_build_id(other) is None
 
 
 def _debugfs(image: Path, request: str) -> str:
@@ -116,3 +118,20 @@ def test_cache_root_follows_env(tmp_path, monkeypatch):
     monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path))
     assert rootfs.vboard_cache_dir() == tmp_path / "vboard"
     assert rootfs.ssh_key_path() == tmp_path / "vboard" / "ssh" / "id_ed25519"
+
+
+def test_running_kernel_probe_on_this_machine():
+    # the one probe deploys, the board and run provenance use, on a real shell
+    from lisa_ext.running_kernel import probe_running_kernel
+
+    def run(command):
+        return subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+
+    running = probe_running_kernel(run)
+    assert running.release == os.uname().release
+    assert running.version == os.uname().version
+    assert running.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert running.cmdline == Path("/proc/cmdline").read_text().strip()
+    # a shell where every part fails still gives one (empty) line per part
+    broken = probe_running_kernel(lambda c: run(c.replace("uname", "no-such-uname")))
+    assert broken.release is None and broken.boot_id == running.boot_id

@@ -20,12 +20,16 @@ a ``cpu_idle`` exit (state 4294967295, i.e. -1).
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
 from lisa_ext.analysis._frames import IDLE_EXIT, event_times, has_event, int_column, order_by_key_then_time
+from lisa_ext.analysis.base import RunMetric, StudyAnalysis, records
 from lisa_ext.analysis.platform import Platform
 from lisa_ext.errors import UserError
 
@@ -43,7 +47,7 @@ TOO_DEEP = "too_deep"
 TOO_SHALLOW = "too_shallow"
 
 
-class IdleMissAnalysis(TraceAnalysisBase):
+class IdleMissAnalysis(StudyAnalysis):
     """Too-deep / too-shallow idle state selections, per CPU, state and cluster.
 
     :param trace: input Trace object
@@ -51,6 +55,58 @@ class IdleMissAnalysis(TraceAnalysisBase):
     """
 
     name = "idle_miss"
+    cli_name = "idle-miss"
+    #: the report's figures count ``cpu_idle_miss`` events against ``cpu_idle`` exits
+    EVENTS = ("cpu_idle", "cpu_idle_miss")
+
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        g = parser.add_argument_group("idle-miss")
+        g.add_argument("--mode", choices=("auto", "event", "derived"), default="auto")
+        g.add_argument("--by", choices=("cpu", "state", "cluster"), default="cpu",
+                       help="grouping of the printed table (JSON always has cpus and total)")
+
+    def _summary(self, platform: Platform, mode: str = "auto", by: str = "cpu"
+                 ) -> tuple[dict[str, Any], list[tuple[str, pd.DataFrame]]]:
+        mode = self.resolve_mode(mode)
+        per_cpu = self.df_idle_miss_counts(mode=mode, by="cpu", platform=platform)
+        total = per_cpu[["wakeups", "too_deep", "too_shallow"]].sum()
+        total_row: dict[str, Any] = {k: int(total[k]) for k in ("wakeups", "too_deep", "too_shallow")}
+        for kind in ("too_deep", "too_shallow"):
+            total_row[f"{kind}_pct"] = (100.0 * total_row[kind] / total_row["wakeups"]
+                                        if total_row["wakeups"] else None)
+        figures: dict[str, Any] = {"mode": mode, "cpus": records(per_cpu, MISS_COLUMNS), "total": total_row}
+        tables = [(f"idle misses per {by} ({mode} mode)",
+                   self.df_idle_miss_counts(mode=mode, by=by, platform=platform))]
+        figures["states"] = records(self.df_idle_miss_counts(mode=mode, by="state", platform=platform),
+                                    MISS_COLUMNS)
+        if platform.clusters:
+            figures["clusters"] = records(
+                self.df_idle_miss_counts(mode=mode, by="cluster", platform=platform), MISS_COLUMNS)
+        if mode == "event" and platform.has_idle_states:
+            agreement = self.df_idle_miss_agreement(platform)
+            figures["agreement"] = records(agreement, list(agreement.columns))
+            tables.append(("event vs derived mode", agreement))
+        return figures, tables
+
+    def summary(self, platform: Platform, mode: str = "auto", by: str = "cpu") -> dict[str, Any]:
+        """``mode``; ``cpus``, ``states`` (and ``clusters`` when the platform has
+        them): :data:`MISS_COLUMNS` per group; ``total``; ``agreement`` of
+        :meth:`df_idle_miss_agreement` in event mode with an idle-state table."""
+        return self._summary(platform, mode, by)[0]
+
+    def summary_tables(self, platform: Platform, mode: str = "auto", by: str = "cpu"
+                       ) -> list[tuple[str, pd.DataFrame]]:
+        return self._summary(platform, mode, by)[1]
+
+    def run_metrics(self) -> list[RunMetric]:
+        """Too-deep and too-shallow % of all wakeups (event mode)."""
+        counts = self.df_idle_miss_counts(mode="event")
+        wakeups = counts["wakeups"].sum()
+        if wakeups == 0:
+            return []
+        return [RunMetric("too deep", float(100.0 * counts["too_deep"].sum() / wakeups), "%", True),
+                RunMetric("too shallow", float(100.0 * counts["too_shallow"].sum() / wakeups), "%", True)]
 
     @TraceAnalysisBase.cache
     @requires_events("cpu_idle")

@@ -23,6 +23,9 @@ the slice still running at the CPU's last ``sched_switch`` is not counted.
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -41,6 +44,7 @@ from lisa_ext.analysis._frames import (
     times_ns,
 )
 from lisa_ext.analysis._task_scan import switch_scan
+from lisa_ext.analysis.base import StudyAnalysis, records
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -104,7 +108,7 @@ def _is_d_state(prev_state: np.ndarray) -> np.ndarray:
     return ((prev_state & TASK_UNINTERRUPTIBLE) != 0) & ((prev_state & TASK_NOLOAD) == 0)
 
 
-class IowaitBoostAnalysis(TraceAnalysisBase):
+class IowaitBoostAnalysis(StudyAnalysis):
     """IO sleeps, running time and CPU frequency of tasks; block device service times.
 
     :param trace: input Trace object
@@ -112,6 +116,51 @@ class IowaitBoostAnalysis(TraceAnalysisBase):
     """
 
     name = "iowait_boost"
+    cli_name = "iowait-boost"
+    EVENTS = ("sched_switch",)
+
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        g = parser.add_argument_group("iowait-boost")
+        g.add_argument("--window-ms", type=float, default=4.0,
+                       help="frequency window after each wakeup (default 4 ms)")
+
+    def _summary(self, window_ms: float) -> tuple[dict[str, Any], list[tuple[str, pd.DataFrame]]]:
+        trace = self.trace
+        tasks = self.df_task_iowait()
+        figures: dict[str, Any] = {
+            "iowait_source": "sched_stat_iowait" if has_event(trace, "sched_stat_iowait") else "d_state",
+            "tasks": records(tasks, TASK_COLUMNS)}
+        tables = [("tasks", tasks.sort_values("iowait_count", ascending=False))]
+        if has_event(trace, "block_rq_issue") and has_event(trace, "block_rq_complete"):
+            devices = self.df_device_io()
+            figures["devices"] = records(devices, DEVICE_COLUMNS)
+            tables.append(("block devices", devices))
+        else:
+            figures["devices"] = {}
+        if has_event(trace, "cpu_frequency"):
+            summary = self.df_wakeup_frequency_summary(window_ms=window_ms)
+            figures["wakeup_frequency"] = {
+                ("after_iowait" if k else "other"): {"wakeups": int(r["wakeups"]),
+                                                     "mean_freq_khz": r["mean_freq_khz"]}
+                for k, r in summary.iterrows()}
+            tables.append((f"mean frequency in the {window_ms:g} ms after wakeups (kHz)", summary))
+            tables.append(("frequency residency inside / outside IO-task activity (s)",
+                           self.df_frequency_residency()))
+        if has_event(trace, "sugov_set_iowait_boost"):
+            boost = self.df_iowait_boost_events()
+            figures["iowait_boost_events"] = int(len(boost))
+            tables.append(("sugov_set_iowait_boost timeline", boost))
+        return figures, tables
+
+    def summary(self, window_ms: float = 4.0) -> dict[str, Any]:
+        """``iowait_source``; ``tasks``: :data:`TASK_COLUMNS` per pid; ``devices``:
+        :data:`DEVICE_COLUMNS` per device (block events); ``wakeup_frequency``
+        (``cpu_frequency``); ``iowait_boost_events`` (``sugov_set_iowait_boost``)."""
+        return self._summary(window_ms)[0]
+
+    def summary_tables(self, window_ms: float = 4.0) -> list[tuple[str, pd.DataFrame]]:
+        return self._summary(window_ms)[1]
 
     def _frequency(self) -> _FrequencySteps:
         if has_event(self.trace, "cpu_frequency"):

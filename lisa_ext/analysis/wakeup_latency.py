@@ -16,7 +16,9 @@ a switch-out of the same task rather than a switch-in (lost events) is dropped.
 
 from __future__ import annotations
 
+import argparse
 import re
+from typing import Any
 
 import holoviews as hv
 import numpy as np
@@ -33,6 +35,7 @@ from lisa_ext.analysis._frames import (
     times_ns,
 )
 from lisa_ext.analysis._task_scan import switch_scan
+from lisa_ext.analysis.base import RunMetric, StudyAnalysis, records
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -66,7 +69,7 @@ def latency_stats(latencies: np.ndarray) -> dict[str, float]:
     }
 
 
-class WakeupLatencyAnalysis(TraceAnalysisBase):
+class WakeupLatencyAnalysis(StudyAnalysis):
     """Wakeup-to-running latency of every task, with per-task and per-CPU figures.
 
     :param trace: input Trace object
@@ -74,6 +77,56 @@ class WakeupLatencyAnalysis(TraceAnalysisBase):
     """
 
     name = "wakeup_latency"
+    cli_name = "wakeup-latency"
+    EVENTS = ("sched_switch",)
+    ANY_OF_EVENTS = ("sched_waking", "sched_wakeup")
+
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        g = parser.add_argument_group("wakeup-latency")
+        g.add_argument("--pid", type=int, help="only this task")
+        g.add_argument("--comm", metavar="REGEX", help="only tasks whose comm matches")
+        g.add_argument("--per-cpu", action="store_true", help="split each task's figures per CPU")
+
+    def summary(self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False
+                ) -> dict[str, Any]:
+        """``event`` (:meth:`wakeup_event`); ``tasks``: comm and :data:`STAT_COLUMNS`
+        per pid; ``cpus``: :data:`STAT_COLUMNS` per CPU."""
+        stats = self.df_wakeup_latency_stats(pid=pid, comm=comm)
+        cpus = self.df_cpu_wakeup_latency_stats(pid=pid, comm=comm)
+        return {"event": self.wakeup_event(), "tasks": records(stats, ["comm", *STAT_COLUMNS]),
+                "cpus": records(cpus, list(STAT_COLUMNS))}
+
+    def summary_tables(self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False
+                       ) -> list[tuple[str, pd.DataFrame]]:
+        tables = [("wakeup latency per task (s)", self.df_wakeup_latency_stats(pid=pid, comm=comm)),
+                  ("wakeup latency per CPU (s)", self.df_cpu_wakeup_latency_stats(pid=pid, comm=comm))]
+        if per_cpu:
+            tables.append(("per task and CPU (s)",
+                           self.df_wakeup_latency_stats(pid=pid, comm=comm, per_cpu=True)))
+        return tables
+
+    def run_metrics(self) -> list[RunMetric]:
+        """Mean and p99 of every wakeup's latency, in microseconds."""
+        us = self.df_all_wakeup_latencies()["latency"].to_numpy(float) * 1e6
+        if not us.size:
+            return []
+        return [RunMetric("wakeup latency mean", float(us.mean()), "us", True),
+                RunMetric("wakeup latency p99", float(np.percentile(us, 99)), "us", True)]
+
+    def run_frames(self) -> dict[str, pd.DataFrame]:
+        """``wakeup_latency``: every wakeup (``time``, ``pid``, ``cpu``, ``latency``
+        in s); ``switches``: every ``sched_switch`` (``time``, ``cpu``, ``next_pid``)."""
+        df = self.df_all_wakeup_latencies()
+        lat = pd.DataFrame({"time": np.asarray(df.index, float),
+                            "pid": df["pid"].to_numpy(np.int64),
+                            "cpu": df["cpu"].to_numpy(np.int64),
+                            "latency": df["latency"].to_numpy(float)})
+        sw = self.trace.df_event("sched_switch")
+        switches = pd.DataFrame({"time": np.asarray(sw.index, float),
+                                 "cpu": pd.to_numeric(sw["__cpu"]).to_numpy(dtype=np.int64),
+                                 "next_pid": pd.to_numeric(sw["next_pid"]).to_numpy(dtype=np.int64)})
+        return {"wakeup_latency": lat, "switches": switches}
 
     def wakeup_event(self) -> str:
         """``sched_waking`` when the trace has it, else ``sched_wakeup``."""

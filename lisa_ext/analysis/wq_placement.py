@@ -18,6 +18,7 @@ pointer by the same worker. Same-LLC fractions need LLC domains
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from typing import Any
 
 import holoviews as hv
 import numpy as np
@@ -25,6 +26,7 @@ import pandas as pd
 
 from lisa_ext import compat
 from lisa_ext.analysis._frames import event_times, has_event, int_column, symbol_column
+from lisa_ext.analysis.base import StudyAnalysis, records
 from lisa_ext.analysis.platform import Platform
 from lisa_ext.errors import UserError
 
@@ -40,7 +42,7 @@ __all__ = ["WqPlacementAnalysis", "PLACEMENT_COLUMNS"]
 PLACEMENT_COLUMNS = ("count", "same_cpu_frac", "same_llc_frac", "lat_p50", "lat_p99")
 
 
-class WqPlacementAnalysis(TraceAnalysisBase):
+class WqPlacementAnalysis(StudyAnalysis):
     """Queue-to-execution placement and latency of workqueue items.
 
     :param trace: input Trace object
@@ -48,6 +50,28 @@ class WqPlacementAnalysis(TraceAnalysisBase):
     """
 
     name = "wq_placement"
+    cli_name = "wq-placement"
+    EVENTS = ("workqueue_queue_work", "workqueue_execute_start")
+
+    def _summary(self, platform: Platform) -> tuple[dict[str, Any], list[tuple[str, pd.DataFrame]]]:
+        by_fn = self.df_placement_stats(by="function", platform=platform)
+        by_wq = self.df_placement_stats(by="workqueue", platform=platform)
+        matrix = self.df_placement_matrix()
+        figures = {
+            "functions": records(by_fn, PLACEMENT_COLUMNS),
+            "workqueues": records(by_wq, PLACEMENT_COLUMNS),
+            "matrix": {str(q): {str(e): int(v) for e, v in row.items()} for q, row in matrix.iterrows()},
+        }
+        return figures, [("per function", by_fn), ("per workqueue", by_wq),
+                         ("queueing CPU x executing CPU", matrix)]
+
+    def summary(self, platform: Platform) -> dict[str, Any]:
+        """``functions``, ``workqueues``: :data:`PLACEMENT_COLUMNS` per group;
+        ``matrix``: items per queueing CPU and executing CPU."""
+        return self._summary(platform)[0]
+
+    def summary_tables(self, platform: Platform) -> list[tuple[str, pd.DataFrame]]:
+        return self._summary(platform)[1]
 
     @TraceAnalysisBase.cache
     @requires_events("workqueue_queue_work", "workqueue_execute_start")

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from lisa_ext.campaign import knobs as _knobs
+from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import recovery, remote, storage, trace_loss, tracing
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json

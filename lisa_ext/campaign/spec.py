@@ -38,6 +38,7 @@ from typing import Any
 from lisa_ext.campaign.schema import Field, check_mapping, load_yaml
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
+from lisa_ext.knobs import knob_problem
 
 __all__ = ["CampaignSpec", "VariantSpec", "WorkloadSpec", "TraceSpec", "load_spec", "ORDERS"]
 
@@ -62,12 +63,7 @@ def _check_events(value: list) -> str | None:
 
 
 def _check_knobs(value: dict) -> str | None:
-    for path, knob_value in value.items():
-        if not isinstance(path, str) or not re.match(r"^/(sys|proc)/", path):
-            return f"knob {path!r} must be an absolute path under /sys or /proc"
-        if isinstance(knob_value, bool) or not isinstance(knob_value, (str, int, float)):
-            return f"knob {path}: value must be a string or a number, got {knob_value!r}"
-    return None
+    return next(filter(None, (knob_problem(p, v) for p, v in value.items())), None)
 
 
 _TOP_SCHEMA = {

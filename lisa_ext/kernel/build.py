@@ -33,8 +33,10 @@ from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_spec
 from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree
+from lisa_ext.workbench import workbench_path
 
 __all__ = [
+    "build_env",
     "KernelArtefacts",
     "BuildError",
     "build_variant",
@@ -89,8 +91,8 @@ class KernelArtefacts:
 
 
 def platform_emu_dir() -> Path:
-    """``kernels/platform-emu`` of this checkout (the emulation modules' sources)."""
-    return Path(__file__).resolve().parents[2] / "kernels" / "platform-emu"
+    """``kernels/platform-emu`` of the workbench (the emulation modules' sources)."""
+    return workbench_path("kernels", "platform-emu")
 
 
 def cross_compiler() -> str | None:
@@ -120,7 +122,10 @@ def artefact_hash(spec: VariantSpec, tree_key: str) -> str:
     return h.hexdigest()
 
 
-def _make_env() -> dict[str, str]:
+def build_env() -> dict[str, str]:
+    """The environment of every kernel ``make``: ccache in our cache, a fixed
+    build user and host (reproducible ``uname -v``), no inherited ARCH /
+    CROSS_COMPILE / LOCALVERSION."""
     env = dict(os.environ)
     env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
     env.setdefault("CCACHE_MAXSIZE", "5G")
@@ -290,7 +295,7 @@ def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: 
     if (directory / "artefacts.json").exists() and not force:
         return _load_cached(spec, directory, cached=True)
     jobs = jobs or int(os.environ.get("LISA_EXT_KERNEL_JOBS", 0)) or os.cpu_count() or 2
-    env = _make_env()
+    env = build_env()
     with tree.locked():
         if (directory / "artefacts.json").exists() and not force:
             return _load_cached(spec, directory, cached=True)

@@ -28,7 +28,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _check_kconfig(spec) -> int:
     """Resolve the config in a scratch build dir (patches not applied) and report misses."""
-    from lisa_ext.kernel.build import _make_env, resolve_config
+    from lisa_ext.kernel.build import build_env, resolve_config
     from lisa_ext.kernel.tree import KernelTree, prepare_tree
 
     tree = prepare_tree(spec.base)
@@ -37,7 +37,7 @@ def _check_kconfig(spec) -> int:
         (scratch.root / "src").symlink_to(tree.src)
         log_path = scratch.root / "kconfig.log"
         with tree.locked(), open(log_path, "w") as log_file:
-            misses = resolve_config(spec, scratch, "x86_64", log_file, _make_env(), log_path)
+            misses = resolve_config(spec, scratch, "x86_64", log_file, build_env(), log_path)
     for m in misses:
         print(f"  config option did not take effect: {m}")
     if not misses:

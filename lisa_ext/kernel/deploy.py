@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from lisa_ext import hostkeys
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.spec import KNOB_PATH_RE
+from lisa_ext.knobs import KnobError, ShellKnobTarget, apply_knobs
+from lisa_ext.running_kernel import probe_running_kernel
 
 __all__ = [
     "DeployError",
@@ -89,7 +89,8 @@ class _SshShell:
     keyfile: str | None
 
     def _base(self) -> list[str]:
-        cmd = ["ssh", "-p", str(self.port), *hostkeys.openssh_options(), "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
+        cmd = ["ssh", "-p", str(self.port), "-o", "StrictHostKeyChecking=no",
+               "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
                "-o", "ConnectTimeout=20", "-T"]
         if self.keyfile:
             cmd += ["-i", self.keyfile]
@@ -208,58 +209,18 @@ def _verify(expected: Mapping[str, str | None], running: Mapping[str, str | None
 
 
 def _running_on_shell(shell: _Shell) -> dict[str, str | None]:
-    from lisa_ext.vboard.board import _parse_build_id
-
-    out = shell.run(
-        "uname -r; uname -v; cat /proc/sys/kernel/random/boot_id; "
-        "od -An -v -tx1 /sys/kernel/notes 2>/dev/null | tr -d ' \\n'", timeout=60
-    ).split("\n")
-    notes = out[3].strip() if len(out) > 3 else ""
-    return {
-        "release": out[0].strip(),
-        "version": out[1].strip(),
-        "boot_id": out[2].strip(),
-        "build_id": _parse_build_id(bytes.fromhex(notes)) if notes else None,
-    }
-
-
-def _knob_items(knobs) -> list[tuple[str, str]]:
-    """Knobs as (path, value) pairs, from a mapping or a sequence of pairs."""
-    if not knobs:
-        return []
-    if isinstance(knobs, Mapping):
-        return [(str(k), str(v)) for k, v in knobs.items()]
-    return [(str(path), str(value)) for path, value in knobs]
+    running = probe_running_kernel(lambda command: shell.run(command, timeout=60))
+    return {"release": running.release, "version": running.version,
+            "boot_id": running.boot_id, "build_id": running.build_id}
 
 
 def _apply_knobs(shell: _Shell, knobs) -> dict[str, str]:
-    """Write each runtime knob, then read it back: a knob that did not take is an error.
-
-    A knob path may be a shell glob (``.../policy*/scaling_governor``): every
-    match is written, and a glob matching nothing is an error.
-    """
-    applied = {}
-    for pattern, value in _knob_items(knobs):
-        if not KNOB_PATH_RE.match(pattern):
-            raise DeployError(f"knob {pattern!r}: not a plain sysfs/procfs path or glob; refusing to "
-                              "hand it to the target's shell")
-        if any(c in pattern for c in "*?["):
-            # the glob is expanded by the target's shell; each match is quoted from then on
-            listing = shell.run(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; true", timeout=60)
-            paths = [line for line in listing.splitlines() if line]
-            if not paths:
-                raise DeployError(f"knob {pattern}: no file matches on the target")
-        else:
-            paths = [pattern]
-        for path in paths:
-            quoted = shlex.quote(path)
-            shell.run(f"echo {shlex.quote(value)} > {quoted}", timeout=60)
-            readback = shell.run(f"cat {quoted}", timeout=60).strip()
-            # sysfs lists show the chosen entry in brackets, e.g. "[menu] teo"
-            if readback != value and f"[{value}]" not in readback.split():
-                raise DeployError(f"knob {path}: wrote {value!r}, reads back {readback!r}")
-            applied[path] = readback
-    return applied
+    """The variant's runtime knobs, written for the boot and read back
+    (:func:`lisa_ext.knobs.apply_knobs`: globs, bracketed choices, flag lists)."""
+    try:
+        return apply_knobs(ShellKnobTarget(shell), knobs or {})
+    except KnobError as exc:
+        raise DeployError(str(exc)) from None
 
 
 # -- the three paths ----------------------------------------------------------

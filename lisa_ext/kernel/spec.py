@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from lisa_ext.errors import SpecError
+from lisa_ext.knobs import knob_problem
 
 __all__ = [
     "BaseTree",
@@ -41,7 +42,6 @@ __all__ = [
     "VariantSpec",
     "load_spec",
     "DEFAULT_DEBIAN_PACKAGE",
-    "KNOB_PATH_RE",
 ]
 
 #: the default base tree: Debian's kernel source package, as a tarball in /usr/src
@@ -50,8 +50,6 @@ DEFAULT_DEBIAN_PACKAGE = "linux-source-6.12"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
 _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOP_KEYS = {"name", "description", "base", "patches", "configs", "cmdline", "modules", "knobs", "arm64"}
-#: characters a knob path may hold: it is expanded as a glob by the target's shell, unquoted
-KNOB_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+$")
 
 
 @dataclass(frozen=True)
@@ -234,13 +232,9 @@ def _parse_knobs(path: Path, doc: Any) -> tuple[tuple[str, str], ...]:
     out = []
     for k, v in raw.items():
         key = f"knobs.{k}" + _line(raw, k)
-        if not isinstance(k, str) or not k.startswith(("/sys/", "/proc/sys/")):
-            raise SpecError(path, key, "a knob must be an absolute path under /sys/ or /proc/sys/")
-        if ".." in k.split("/"):
-            raise SpecError(path, key, "'..' is not allowed in a knob path")
-        if not KNOB_PATH_RE.match(k):
-            raise SpecError(path, key, "a knob path may hold letters, digits and _ . / - : , + @ and the "
-                            "glob characters * ? [ ] only (the target's shell expands it)")
+        problem = knob_problem(k, v)
+        if problem:
+            raise SpecError(path, key, problem)
         out.append((k, _scalar_str(path, key, v)))
     return tuple(out)
 

@@ -67,7 +67,8 @@ class _TraceData:
 
 
 def _collect_traces(campaign: Campaign) -> _TraceData:
-    from lisa_ext.report.traces import collect, load_trace
+    from lisa_ext.report.traces import collect
+    from lisa_ext.trace import load_trace
 
     data = _TraceData([], defaultdict(list), defaultdict(list))
     for run in campaign.ok_runs:

@@ -1,29 +1,24 @@
 """Trace-derived metrics and figure data for a campaign report.
 
-Each :class:`TraceSource` declares up front the events it needs and, where it
-relies on one, the ``trace.ana`` analysis; a source runs on a run's
-``trace.dat`` only when both are there, so the report adapts to what each
-trace recorded and to which analyses are installed. Sources:
+Every lisa-ext analysis of :data:`lisa_ext.analysis.ANALYSIS_CLASSES` that
+defines per-run figures is a source: its ``run_metrics()`` become rows of the metrics table and its
+``run_frames()`` feed the figures, when the trace has the events the class
+declares (``EVENTS`` / ``ANY_OF_EVENTS``). Two more sources use LISA's own
+analyses and raw events, not ours:
 
-``wakeup_latency``
-    ``trace.ana.wakeup_latency`` (:mod:`lisa_ext.analysis.wakeup_latency`):
-    wakeup to switch-in of every task; mean and p99 as metrics, the
-    distribution for the CDF.
-``idle_miss``
-    ``trace.ana.idle_miss`` (:mod:`lisa_ext.analysis.idle_miss`) over
-    ``cpu_idle_miss`` events: too-deep / too-shallow % of wakeups.
 ``idle_residency``
     LISA's ``trace.ana.idle.df_cpu_idle_state_residency`` per CPU.
 ``frequency_residency``
     time per ``cpu_frequency`` value, per CPU (LISA's own residency needs the
     platform's frequency domains, which a bare trace does not carry).
 
-Add a source by appending to :data:`SOURCES`.
+A source runs on a run's ``trace.dat`` only when its events (and, for LISA's,
+its ``trace.ana`` analysis) are there, so the report adapts to what each trace
+recorded; a skipped or failed source is a note, never silent.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -31,8 +26,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-__all__ = ["TraceFindings", "TraceSource", "SOURCES", "load_trace", "collect",
-           "wakeup_latencies", "state_residency"]
+from lisa_ext.analysis import ANALYSIS_CLASSES, StudyAnalysis, WakeupLatencyAnalysis
+from lisa_ext.analysis.base import missing_events
+from lisa_ext.trace import load_trace
+
+__all__ = ["SOURCES", "TraceFindings", "TraceSource", "collect", "all_sources", "load_trace",
+           "state_residency", "wakeup_latencies"]
 
 #: the ``cpu_idle`` state meaning "exit", as a u32 and as LISA's signed -1
 _IDLE_EXIT = (4294967295, -1)
@@ -59,10 +58,7 @@ class TraceSource:
 
     def missing(self, trace) -> str | None:
         """Why this source cannot run on ``trace``, or None."""
-        available = set(trace.available_events)
-        lacking = [e for e in self.events if e not in available]
-        if self.any_of and not available.intersection(self.any_of):
-            lacking.append(" or ".join(self.any_of))
+        lacking = missing_events(self.events, self.any_of, set(trace.available_events))
         if lacking:
             return f"trace lacks {', '.join(lacking)}"
         if self.analysis and not hasattr(trace.ana, self.analysis):
@@ -70,63 +66,14 @@ class TraceSource:
         return None
 
 
-def load_trace(path: str | os.PathLike):
-    """lisa-ext's fast cached loader when installed, else LISA's own ``Trace``."""
-    try:
-        from lisa_ext.trace import load_trace as fast_load
-    except ImportError:
-        fast_load = None
-    try:  # importing registers lisa-ext's analyses on trace.ana
-        import lisa_ext.analysis  # noqa: F401
-    except ImportError:
-        pass
-    if fast_load is not None:
-        return fast_load(path)
-    from lisa_ext.compat import import_lisa
-
-    return import_lisa("lisa.trace").Trace(os.fspath(path), enable_swap=False)
-
-
 def _ints(df: pd.DataFrame, col: str) -> np.ndarray:
     return pd.to_numeric(df[col]).to_numpy(dtype=np.int64)
 
 
-def _sched_switches(trace) -> pd.DataFrame:
-    df = trace.df_event("sched_switch")
-    return pd.DataFrame({"time": np.asarray(df.index, float), "cpu": _ints(df, "__cpu"),
-                         "next_pid": _ints(df, "next_pid")})
-
-
 def wakeup_latencies(trace) -> pd.DataFrame:
-    """Every wakeup's latency from ``trace.ana.wakeup_latency``
-    (:mod:`lisa_ext.analysis.wakeup_latency`): columns ``time`` (s), ``pid``,
-    ``cpu``, ``latency`` (s)."""
-    df = trace.ana.wakeup_latency.df_all_wakeup_latencies()
-    return pd.DataFrame({"time": np.asarray(df.index, float),
-                         "pid": df["pid"].to_numpy(np.int64),
-                         "cpu": df["cpu"].to_numpy(np.int64),
-                         "latency": df["latency"].to_numpy(float)})
-
-
-def _wakeup_latency(trace) -> TraceFindings:
-    lat = wakeup_latencies(trace)
-    us = lat["latency"].to_numpy() * 1e6
-    out = TraceFindings(frames={"wakeup_latency": lat, "switches": _sched_switches(trace)})
-    if us.size:
-        out.metrics = [("wakeup latency mean", float(us.mean()), "us", True),
-                       ("wakeup latency p99", float(np.percentile(us, 99)), "us", True)]
-    return out
-
-
-def _idle_miss(trace) -> TraceFindings:
-    counts = trace.ana.idle_miss.df_idle_miss_counts(mode="event")
-    wakeups = counts["wakeups"].sum()
-    if wakeups == 0:
-        return TraceFindings()
-    return TraceFindings(metrics=[
-        ("too deep", float(100.0 * counts["too_deep"].sum() / wakeups), "%", True),
-        ("too shallow", float(100.0 * counts["too_shallow"].sum() / wakeups), "%", True),
-    ])
+    """Every wakeup's latency: columns ``time`` (s), ``pid``, ``cpu``, ``latency``
+    (s); see :meth:`~lisa_ext.analysis.wakeup_latency.WakeupLatencyAnalysis.run_frames`."""
+    return getattr(trace.ana, WakeupLatencyAnalysis.name).run_frames()["wakeup_latency"]
 
 
 def state_residency(df: pd.DataFrame, column: str, end: float) -> pd.DataFrame:
@@ -179,10 +126,27 @@ def _frequency_residency(trace) -> TraceFindings:
                                  "frequencies": freqs})
 
 
+def _analysis_source(cls: type[StudyAnalysis]) -> TraceSource:
+    def run(trace) -> TraceFindings:
+        ana = getattr(trace.ana, cls.name)
+        return TraceFindings(metrics=[tuple(m) for m in ana.run_metrics()], frames=ana.run_frames())
+
+    return TraceSource(cls.name, cls.EVENTS, cls.name, run, any_of=cls.ANY_OF_EVENTS)
+
+
+def _gives_report_figures(cls: type[StudyAnalysis]) -> bool:
+    return (cls.run_metrics is not StudyAnalysis.run_metrics
+            or cls.run_frames is not StudyAnalysis.run_frames)
+
+
+def all_sources() -> list[TraceSource]:
+    """Every source, in report order: lisa-ext's analyses that give per-run
+    figures (``run_metrics`` / ``run_frames``), then LISA's."""
+    return [_analysis_source(cls) for cls in ANALYSIS_CLASSES if _gives_report_figures(cls)] + SOURCES
+
+
+#: the sources built on LISA's analyses and raw events (ours come from the registry)
 SOURCES: list[TraceSource] = [
-    TraceSource("wakeup_latency", ("sched_switch",), "wakeup_latency", _wakeup_latency,
-                any_of=("sched_waking", "sched_wakeup")),
-    TraceSource("idle_miss", ("cpu_idle", "cpu_idle_miss"), "idle_miss", _idle_miss),
     TraceSource("idle_residency", ("cpu_idle",), "idle", _idle_residency),
     TraceSource("frequency_residency", ("cpu_frequency",), None, _frequency_residency),
 ]
@@ -192,7 +156,7 @@ def collect(trace, sources: list[TraceSource] | None = None) -> tuple[TraceFindi
     """Run every applicable source on one trace: merged findings and one note per
     source that was skipped or failed (never silently)."""
     found, notes = TraceFindings(), []
-    for source in SOURCES if sources is None else sources:
+    for source in all_sources() if sources is None else sources:
         why = source.missing(trace)
         if why:
             notes.append(f"{source.name}: skipped, {why}")

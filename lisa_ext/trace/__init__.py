@@ -97,31 +97,46 @@ def read_trace(
     return tables
 
 
-def load_trace(path: str | os.PathLike, *, cache: bool = True, **kwargs: Any) -> "Trace":
+def load_trace(
+    path: str | os.PathLike, *, cache: bool = True, loader: str = "fast", **kwargs: Any
+) -> "Trace":
     """Load a trace as a :class:`lisa.trace.Trace`, the fast, cached way.
+
+    The one trace loader of lisa-ext: ``lisa-ext analyse``, ``lisa-ext trace``,
+    the report and the studies all call it. Its ``trace.ana`` has lisa-ext's
+    analyses (:mod:`lisa_ext.lisa_hook` registers them when LISA builds it).
 
     :param path: any file :func:`read_trace` reads.
     :param cache: use the parquet cache (see :func:`read_trace`).
+    :param loader: ``"fast"`` (our parser) or ``"lisa"`` (LISA's own parsers,
+        for cross-checking; no cache, no swap next to the trace).
     :param kwargs: forwarded to :class:`lisa.trace.Trace` (``events``,
         ``normalize_time``, ``plat_info``, ...). With the cache, LISA's own
         on-disk swap of the frames it builds lives in the cache entry
         (``lisa-swap``), so later loads read those frames back; without the
         cache LISA's swap is off unless ``enable_swap``/``swap_dir`` are passed
         (LISA would write a hidden directory next to the trace).
-    :raises UserError: if the file cannot be read as a trace at all; damage
-        that leaves part of it readable gives a
+    :raises UserError: if the file does not exist or cannot be read as a trace
+        at all; damage that leaves part of it readable gives a
         :class:`~lisa_ext.trace.lisa_parser.TraceDamageWarning` instead.
     """
+    # deferred: pandas, pyarrow and LISA load only when a trace does (see above)
     import functools
 
     from lisa_ext.compat import import_lisa
-    from lisa_ext.trace.lisa_parser import LisaExtTraceParser, _prepare
+    from lisa_ext.trace.lisa_parser import LisaExtTraceParser, prepare_trace
 
-    lisa_trace = import_lisa("lisa.trace")
     path = os.fspath(path)
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such trace file")
+    if loader == "lisa":
+        return _load_with_lisa_parsers(path, **kwargs)
+    if loader != "fast":
+        raise UserError(f"trace loader must be fast or lisa, not {loader!r}")
+    lisa_trace = import_lisa("lisa.trace")
     # read (or fetch from the cache) now, so that errors and damage warnings
     # come from this call rather than from a later df_event() inside LISA
-    prepared = _prepare(path, cache)
+    prepared = prepare_trace(path, cache)
     if prepared.cache_dir and not {"enable_swap", "swap_dir"} & kwargs.keys():
         # LISA's swap, inside the content-keyed entry: frames built once
         # (ours, sanitized, windowed) are read back by the next load_trace
@@ -132,3 +147,14 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, **kwargs: Any) ->
         kwargs.setdefault("enable_swap", False)
     parser = LisaExtTraceParser if cache else functools.partial(LisaExtTraceParser, cache=False)
     return lisa_trace.Trace(path, parser=parser, **kwargs)
+
+
+def _load_with_lisa_parsers(path: str, **kwargs: Any) -> "Trace":
+    from lisa_ext.compat import import_lisa  # deferred: see load_trace
+
+    lisa_trace = import_lisa("lisa.trace")
+    # LISA's swap would be written next to the trace (often a read-only input).
+    kwargs.setdefault("enable_swap", False)
+    if path.endswith(".html"):
+        kwargs.setdefault("parser", lisa_trace.SysTraceParser.from_html)
+    return lisa_trace.Trace(path, **kwargs)

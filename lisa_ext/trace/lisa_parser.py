@@ -55,7 +55,7 @@ from lisa_ext.compat import import_lisa
 _lisa_trace = import_lisa("lisa.trace")
 _datautils = import_lisa("lisa.datautils")
 
-__all__ = ["LisaExtTraceParser", "TraceDamageWarning", "lisa_times"]
+__all__ = ["LisaExtTraceParser", "TraceDamageWarning", "lisa_times", "prepare_trace"]
 
 
 class TraceDamageWarning(UserWarning):
@@ -207,7 +207,8 @@ def _load(path: str, cache: bool) -> _Prepared:
                      cache_dir=(tt.meta.get("cache") or {}).get("directory"))
 
 
-def _prepare(path: str, cache: bool) -> _Prepared:
+def prepare_trace(path: str, cache: bool) -> _Prepared:
+    """The tables of ``path`` as the parser serves them, read once per file version."""
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, cache)
     prepared = _PREPARED.get(key)
@@ -366,7 +367,7 @@ class LisaExtTraceParser(_lisa_trace.TraceParserBase):
         super().__init__(events, needed_metadata=needed_metadata)
         if path is None:
             raise ValueError("LisaExtTraceParser needs the path of a trace file")
-        self._prepared = _prepare(os.fspath(path), cache)
+        self._prepared = prepare_trace(os.fspath(path), cache)
 
     @property
     def _available(self) -> set[str]:

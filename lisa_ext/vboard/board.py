@@ -20,6 +20,8 @@ from typing import Sequence
 
 from lisa_ext import hostkeys
 from lisa_ext.errors import UserError
+from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
+from lisa_ext.workbench import workbench_path
 from lisa_ext.vboard import qemu, rootfs
 
 __all__ = [
@@ -42,8 +44,8 @@ BASE_CMDLINE = (
 
 
 def default_target_conf_path() -> Path:
-    """``target-configs/vboard.yml`` of this checkout."""
-    return Path(__file__).resolve().parents[2] / "target-configs" / "vboard.yml"
+    """``target-configs/vboard.yml`` of the workbench."""
+    return workbench_path("target-configs", "vboard.yml")
 
 
 @dataclass(frozen=True)
@@ -76,17 +78,6 @@ class BoardSettings:
             raise UserError("the board needs at least 1 core per socket and 256 MiB of memory")
 
 
-@dataclass(frozen=True)
-class RunningKernel:
-    """What the guest reports about the kernel it runs."""
-
-    release: str  # uname -r
-    version: str  # uname -v
-    boot_id: str
-    build_id: str | None  # GNU build id from /sys/kernel/notes
-    cmdline: str
-
-
 @dataclass
 class _State:
     pid: int
@@ -97,20 +88,6 @@ class _State:
     label: str = ""
     deployed_by: str = "boot"
     history: list = field(default_factory=list)
-
-
-def _parse_build_id(notes: bytes) -> str | None:
-    """The NT_GNU_BUILD_ID note of a raw ELF notes section (``/sys/kernel/notes``)."""
-    offset = 0
-    while offset + 12 <= len(notes):
-        namesz, descsz, ntype = (int.from_bytes(notes[offset + i:offset + i + 4], "little") for i in (0, 4, 8))
-        name_start = offset + 12
-        desc_start = name_start + ((namesz + 3) & ~3)
-        name = notes[name_start:name_start + namesz].rstrip(b"\0")
-        if name == b"GNU" and ntype == 3:
-            return notes[desc_start:desc_start + descsz].hex()
-        offset = desc_start + ((descsz + 3) & ~3)
-    return None
 
 
 class VirtualBoard:
@@ -297,19 +274,8 @@ class VirtualBoard:
             raise UserError(f"copying {remote} from the board failed: {proc.stderr.decode(errors='replace')}")
 
     def running_kernel(self) -> RunningKernel:
-        out = self.run(
-            "uname -r; uname -v; cat /proc/sys/kernel/random/boot_id; cat /proc/cmdline; "
-            "od -An -v -tx1 /sys/kernel/notes 2>/dev/null | tr -d ' \\n'",
-            timeout=60,
-        ).stdout.decode(errors="replace").split("\n")
-        notes_hex = out[4].strip() if len(out) > 4 else ""
-        return RunningKernel(
-            release=out[0].strip(),
-            version=out[1].strip(),
-            boot_id=out[2].strip(),
-            cmdline=out[3].strip(),
-            build_id=_parse_build_id(bytes.fromhex(notes_hex)) if notes_hex else None,
-        )
+        return probe_running_kernel(
+            lambda command: self.run(command, timeout=60).stdout.decode(errors="replace"))
 
     def wait_for_ssh(self, *, timeout: float | None = None, not_boot_id: str | None = None) -> RunningKernel:
         """Wait until the guest answers over SSH (with a boot id other than

@@ -1,0 +1,151 @@
+"""Import hook that makes a plain ``import lisa`` work in the lisa-ext environment.
+
+LISA 3.1.0 needs the shims of :mod:`lisa_ext.compat` on numpy 2, and a
+``Trace`` only offers our analyses under ``trace.ana.<name>`` once the classes
+of :mod:`lisa_ext.analysis` exist. Rather than asking every notebook to go
+through :func:`lisa_ext.compat.import_lisa`, the package installs
+``lisa_ext_lisa_hook.pth`` in site-packages (see ``setup.py``); Python runs its
+one line at start-up, which calls :func:`install`. That only puts a small
+finder on :data:`sys.meta_path`; nothing else happens until a program imports
+LISA:
+
+* right before ``lisa`` executes: the numpy aliases of
+  :func:`lisa_ext.compat.shim_numpy_aliases`;
+* right after ``lisa`` executed: :func:`lisa_ext.compat.relax_lisa_warning_filter`;
+* right after ``lisa.analysis._proxy`` executed (LISA's ``Trace.__init__``
+  imports it to build ``trace.ana``): ``import lisa_ext.analysis``, which
+  defines our :class:`~lisa.analysis.base.TraceAnalysisBase` subclasses, so
+  every ``Trace`` - LISA's loader or :func:`lisa_ext.trace.load_trace` - has
+  them. Registering there, not in the trace loader, keeps ingest
+  (:mod:`lisa_ext.trace`) from importing the analysis layer above it.
+
+Set ``LISA_EXT_NO_LISA_HOOK=1`` to start an interpreter without the hook
+(``tests/test_compat.py`` uses it to show the shims are still needed).
+"""
+
+from __future__ import annotations
+
+# stdlib modules already loaded at start-up only (importlib.abc alone would pull
+# importlib.resources, tempfile and typing: ~17 ms on every interpreter start)
+import importlib
+import os
+import sys
+import warnings
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+
+__all__ = ["LisaShimFinder", "install", "install_at_startup", "installed", "register_analyses"]
+
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Callable, Sequence
+
+DISABLE_ENV = "LISA_EXT_NO_LISA_HOOK"
+
+
+def _before_lisa(module: ModuleType) -> None:
+    # deferred: numpy is only worth importing once LISA is being imported
+    from lisa_ext import compat
+
+    compat.shim_numpy_aliases()
+
+
+def _after_lisa(module: ModuleType) -> None:
+    from lisa_ext import compat  # deferred: see _before_lisa
+
+    compat.relax_lisa_warning_filter()
+
+
+def register_analyses() -> None:
+    """Define lisa-ext's analysis classes (LISA registers subclasses on definition).
+
+    A broken analysis module must not make every ``Trace`` unusable, so a
+    failure becomes a warning naming it rather than an exception inside LISA.
+    """
+    try:
+        # deferred on purpose: the analysis layer imports LISA, which is what
+        # triggered this call; importing it at the top would load LISA at start-up
+        importlib.import_module("lisa_ext.analysis")
+    except Exception as exc:  # noqa: BLE001 - reported, see docstring
+        warnings.warn(f"lisa-ext analyses not registered on trace.ana: "
+                      f"lisa_ext.analysis failed to import: {type(exc).__name__}: {exc}",
+                      RuntimeWarning, stacklevel=2)
+
+
+def _after_proxy(module: ModuleType) -> None:
+    register_analyses()
+
+
+#: module name -> (before exec, after exec)
+_HOOKS: dict[str, tuple[Callable[[ModuleType], None] | None, Callable[[ModuleType], None] | None]] = {
+    "lisa": (_before_lisa, _after_lisa),
+    "lisa.analysis._proxy": (None, _after_proxy),
+}
+
+
+class _WrappingLoader:
+    """Runs the real loader, with our calls before and after the module executes."""
+
+    def __init__(self, loader, name: str) -> None:
+        self._loader = loader
+        self._name = name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        before, after = _HOOKS[self._name]
+        if before is not None:
+            before(module)
+        # keep introspection (inspect.getsource, importlib.resources) on the real loader
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        if after is not None:
+            after(module)
+
+    def __getattr__(self, name: str):
+        return getattr(self._loader, name)
+
+
+class LisaShimFinder:
+    """Finds nothing itself: wraps the loader the other finders return for LISA."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target=None):
+        if fullname not in _HOOKS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _WrappingLoader(spec.loader, fullname)
+                return spec
+        return None
+
+
+def installed() -> bool:
+    return any(isinstance(f, LisaShimFinder) for f in sys.meta_path)
+
+
+def install() -> None:
+    """Put the finder first on :data:`sys.meta_path` (once; a no-op when disabled).
+
+    If LISA was imported before, apply now what the finder would have done.
+    """
+    if installed():
+        return
+    sys.meta_path.insert(0, LisaShimFinder())
+    if "lisa" in sys.modules:
+        _before_lisa(sys.modules["lisa"])
+        _after_lisa(sys.modules["lisa"])
+    if "lisa.analysis._proxy" in sys.modules:
+        register_analyses()
+
+
+def install_at_startup() -> None:
+    """What ``lisa_ext_lisa_hook.pth`` runs: :func:`install` unless disabled."""
+    if not os.environ.get(DISABLE_ENV):
+        install()

@@ -1,0 +1,79 @@
+"""The workbench: where lisa-ext finds its inputs and writes its outputs.
+
+Inputs are the directories of the repository besides the package:
+``notebooks/`` (studies: campaign spec + notebook), ``campaigns/``,
+``kernels/`` (variant specs, patches, config fragments, the platform-emu
+module sources) and ``target-configs/``. Outputs are ``data/`` (campaigns)
+and ``out/`` (rendered notebooks). :func:`workbench_dir` is, first found:
+
+1. ``$LISA_EXT_WORKBENCH`` (a checkout, or a copy of its input directories);
+2. the checkout the package runs from (``make`` installs it editable);
+3. the copy a regular ``pip install .`` puts in ``<prefix>/share/lisa-ext``
+   (``setup.py`` ships the input directories as data files).
+
+:func:`output_dir` is the workbench when it is writable on purpose (1. or 2.),
+else the current directory: an installed copy is never written into.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+
+__all__ = ["ENV", "INPUT_DIRS", "installed_workbench", "output_dir", "workbench_dir", "workbench_path"]
+
+ENV = "LISA_EXT_WORKBENCH"
+#: the workbench's input directories (shipped by setup.py in a regular install)
+INPUT_DIRS = ("campaigns", "kernels", "notebooks", "target-configs")
+#: where a regular install puts them, under sys.prefix
+SHARE = Path("share") / "lisa-ext"
+
+
+def _checkout() -> Path | None:
+    # the one use of __file__: telling a checkout (editable install, PYTHONPATH)
+    # from a regular install, where the package's parent is site-packages
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "notebooks").is_dir():
+        return root
+    return None
+
+
+def installed_workbench() -> Path | None:
+    """``<prefix>/share/lisa-ext`` of a regular install, when it exists."""
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        share = Path(prefix) / SHARE
+        if (share / "notebooks").is_dir():
+            return share
+    return None
+
+
+def workbench_dir() -> Path:
+    """The directory holding ``notebooks/``, ``kernels/``, ``target-configs/``, ``campaigns/``."""
+    explicit = os.environ.get(ENV)
+    if explicit:
+        root = Path(explicit).expanduser()
+        if not root.is_dir():
+            raise UserError(f"{ENV}={explicit}: no such directory")
+        return root.resolve()
+    found = _checkout() or installed_workbench()
+    if found is None:
+        raise UserError(f"no workbench found: set {ENV} to a lisa-ext checkout "
+                        f"(the directory with notebooks/, kernels/, target-configs/)")
+    return found
+
+
+def workbench_path(*parts: str) -> Path:
+    """A path inside :func:`workbench_dir`, e.g. ``workbench_path("kernels", "platform-emu")``."""
+    return workbench_dir().joinpath(*parts)
+
+
+def output_dir() -> Path:
+    """Where ``data/`` and ``out/`` go by default: the workbench, unless it is
+    an installed copy (then the current directory)."""
+    explicit = os.environ.get(ENV)
+    if explicit:
+        return workbench_dir()
+    return _checkout() or Path.cwd()
