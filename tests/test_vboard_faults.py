@@ -152,5 +152,5 @@ def test_panicking_variant_fails_with_the_panic_and_the_others_finish(faulty_cam
     status = subprocess.run(LISA_EXT + ["campaign", "status", str(out)], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
     assert "campaign vboard-faults: 2 done, 2 failed, 0 missing (of 4)" in status.stdout
-    assert "failed   panics/io/0  kernel variant panics did not boot" in status.stdout
+    assert "failed   panics/io/0  VariantDidNotBoot: kernel variant panics did not boot" in status.stdout
     assert "Kernel panic" in status.stdout
