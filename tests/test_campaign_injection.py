@@ -70,6 +70,7 @@ workloads:
 @pytest.mark.parametrize("field,make", [
     ("variants[0].name", lambda p: _spec_text(variant=f"v{p}")),
     ("workloads[0].name", lambda p: _spec_text(workload=f"w{p}")),
+    ("variants[0].knobs", lambda p: _spec_text(knob_path=f"/sys/kernel/x*{p}")),
     ("trace.events", lambda p: _spec_text(event=f"sched:x{p}")),
 ])
 def test_spec_refuses_metacharacters_in_names_paths_events(tmp_path, payload, field, make):
