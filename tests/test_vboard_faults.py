@@ -3,9 +3,11 @@
 One campaign, two kernel variants, two runs each (group-by-variant):
 
 * ``good`` (the study's baseline kernel): while its first run's fio is running,
-  QEMU is killed with SIGKILL. The watchdog notices, the attempt is recorded
-  with the console tail, the board is booted again on ``good``'s kernel and the
-  run retried: both runs of ``good`` end done.
+  QEMU is killed with SIGKILL; during the second, QEMU is stopped with SIGSTOP
+  (a hung board: its connections stay open and silent, so only the watchdog
+  can tell). Each time the attempt is recorded with the console tail, the board
+  is booted again on ``good``'s kernel and the run retried: both runs of
+  ``good`` end done.
 * ``panics``: the same build with ``init=/nonexistent`` on its command line, so
   the kernel panics at boot ("Requested init /nonexistent failed") and QEMU,
   run with ``-no-reboot``, exits. Its deploy fails with the console tail, the
@@ -87,20 +89,26 @@ def faulty_campaign(tmp_path_factory):
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     journal = out / ".runner-journal.json"
-    killed_at = None
+    killed_at = hung_at = None
     try:
-        deadline = time.monotonic() + 900
-        while killed_at is None:
+        deadline = time.monotonic() + 1200
+        while hung_at is None:
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the first run never started its workload"
+            assert time.monotonic() < deadline, "the runs never started their workload"
             try:
                 state = json.loads(journal.read_text() or "{}")
             except (OSError, ValueError):
                 state = {}
-            if state.get("run") == "good/io/0" and state.get("processes"):
+            if state.get("processes") and (killed_at is None and state.get("run") == "good/io/0"
+                                           or killed_at is not None and state.get("run") == "good/io/1"):
                 time.sleep(2)  # fio is running
-                os.kill(board.status()["pid"], signal.SIGKILL)
-                killed_at = time.time()
+                pid = board.status()["pid"]
+                if killed_at is None:
+                    os.kill(pid, signal.SIGKILL)  # QEMU dies: its SSH connections close
+                    killed_at = time.time()
+                else:
+                    os.kill(pid, signal.SIGSTOP)  # the board hangs: connections stay open, silent
+                    hung_at = time.time()
             time.sleep(0.5)
         stdout, stderr = proc.communicate(timeout=1800)
     finally:
@@ -110,6 +118,7 @@ def faulty_campaign(tmp_path_factory):
         board.down()
     print(f"\nvboard faults: campaign took {time.monotonic() - t0:.0f} s\n{stderr}")
     (out / "killed_at_unix").write_text(f"{killed_at:.1f}")
+    (out / "hung_at_unix").write_text(f"{hung_at:.1f}")
     return out, proc.returncode, stdout, stderr, serial
 
 
@@ -138,7 +147,11 @@ def test_killed_qemu_run_is_retried_and_done(faulty_campaign):
     # the watchdog's bound: 3 probes 5 s apart (+ their timeouts); QEMU's death is seen at the first
     assert 0 <= noticed < 45
     print(f"QEMU killed: noticed in {noticed:.1f} s, recovered in {lost[0]['recovery_s']} s")
-    assert "target_lost" not in _meta(out, "good/io/1")
+    hung = _meta(out, "good/io/1")["target_lost"]
+    assert len(hung) == 1 and "did not answer over SSH" in hung[0]["reason"]
+    noticed = hung[0]["lost_at_unix"] - float((out / "hung_at_unix").read_text())
+    assert 0 <= noticed < 90  # 3 missed probes, each 5 s apart with a 10 s timeout
+    print(f"QEMU stopped (hang): noticed in {noticed:.1f} s, recovered in {hung[0]['recovery_s']} s")
 
 
 def test_panicking_variant_fails_with_the_panic_and_the_others_finish(faulty_campaign):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import subprocess
 import threading
 import time
@@ -62,10 +63,20 @@ def devlib_probe(target) -> Probe:
 
 
 def close_connection(conn: Any) -> None:
-    """Make a blocked call on ``conn`` (a devlib connection) fail now."""
+    """Make a blocked call on ``conn`` (a devlib connection) fail now.
+
+    The socket is shut down first: that wakes a ``poll()`` another thread is
+    blocked in on it, which closing the paramiko client alone does not.
+    """
     client = getattr(conn, "client", None)  # devlib's SshConnection: a paramiko SSHClient
     try:
         if client is not None:
+            sock = getattr(client.get_transport(), "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             client.close()
         elif hasattr(conn, "close"):
             conn.close()

@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from lisa_ext.campaign import health
 from lisa_ext.campaign.store import RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import make_workload
 from lisa_ext.errors import UserError
+from lisa_ext.vboard import qemu
 
 __all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot"]
 
@@ -218,7 +221,12 @@ class CampaignFaults:
             if kernel is None:
                 raise UserError("the virtual board was lost and the campaign names no kernel variant "
                                 "to boot it again; restart it (lisa-ext vboard up) and --resume")
-            self._board_object().down()
+            board = self._board_object()
+            pid = qemu.running_pid(board.pidfile)
+            if pid is not None:
+                # a lost board: no clean shutdown to wait for (a hung QEMU answers neither SSH nor QMP)
+                os.kill(pid, signal.SIGKILL)
+            board.down()
             runner._deployed_kernel = (kernel, self._boot_board(kernel))
         else:
             self._reset_board()
