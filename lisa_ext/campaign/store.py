@@ -212,12 +212,12 @@ class CampaignStore:
         _fsync_dir(final.parent)
         return final
 
-    def remove_partial_runs(self) -> list[Path]:
+    def remove_partial_runs(self, *, ignore_errors: bool = False) -> list[Path]:
         """Delete temporary run directories left by an interrupted runner."""
         removed = []
         if self.runs_dir.is_dir():
             for tmp in sorted(self.runs_dir.glob(f"*/*/{TMP_PREFIX}*")):
-                shutil.rmtree(tmp)
+                shutil.rmtree(tmp, ignore_errors=ignore_errors)
                 removed.append(tmp)
         return removed
 
