@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,8 @@ class ReportOptions:
     html: bool = True
     #: where to write; default ``<campaign>/report``
     out: str | os.PathLike | None = None
+    #: where the per-run trace work runs (see :func:`lisa_ext.analysis.campaign.choose_scheduler`)
+    scheduler: str | None = None
 
 
 @dataclass
@@ -65,28 +66,20 @@ class _TraceData:
     notes: dict   # note -> list of run labels
 
 
-def _collect_traces(campaign: Campaign) -> _TraceData:
-    from lisa_ext.report.traces import collect
-    from lisa_ext.trace import load_trace
+def _collect_traces(campaign: Campaign, scheduler: str | None = None) -> _TraceData:
+    from lisa_ext.analysis.campaign import map_traces
+    from lisa_ext.report.traces import collect_file
 
     data = _TraceData([], defaultdict(list), defaultdict(list))
-    for run in campaign.ok_runs:
-        if run.trace is None:
-            continue
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                trace = load_trace(run.trace)
-                findings, notes = collect(trace)
-            except Exception as exc:
-                findings, notes = None, [f"trace not read: {type(exc).__name__}: {exc}"]
-        # a damaged trace is worth a line in the report; LISA 3.1's pandas
-        # deprecation chatter is not
-        notes += [f"trace warning: {w.message}" for w in caught
-                  if issubclass(w.category, UserWarning) and "Damage" in w.category.__name__]
+    traced = [run for run in campaign.ok_runs if run.trace is not None]
+    results = map_traces(collect_file, [run.trace for run in traced], scheduler=scheduler)
+    for run, (findings, notes) in zip(traced, results):
         for note in notes:
             # paths relative to the campaign, so a moved campaign reports the same
-            data.notes[note.replace(f"{campaign.root}{os.sep}", "")].append(run.label)
+            # (Dask workers see absolute paths)
+            for root in (os.path.abspath(campaign.root), campaign.root):
+                note = note.replace(f"{root}{os.sep}", "")
+            data.notes[note].append(run.label)
         if findings is None:
             continue
         for name, value, unit, lib in findings.metrics:
@@ -260,7 +253,7 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
     """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
     opts = opts or ReportOptions()
     campaign = read_campaign(campaign_dir)
-    trace = _collect_traces(campaign) if opts.traces else _TraceData([], {}, {})
+    trace = _collect_traces(campaign, opts.scheduler) if opts.traces else _TraceData([], {}, {})
     extra = pd.DataFrame(trace.rows) if trace.rows else None
     metrics = metrics_frame(campaign, extra)
     if metrics.empty:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lisa_ext.analysis.campaign import add_scheduler_argument
+
 __all__ = ["register", "run"]
 
 
@@ -28,6 +30,7 @@ def register(subparsers) -> None:
                    help="skip the interactive figures.html")
     p.add_argument("--out", metavar="DIR",
                    help="write the report here instead of CAMPAIGN_DIR/report (replaced whole)")
+    add_scheduler_argument(p)
     p.set_defaults(func=run)
 
 
@@ -35,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from lisa_ext.report.build import ReportOptions, build_report
 
     opts = ReportOptions(baseline=args.baseline, test=args.test, mean=args.mean,
-                         alpha=args.alpha, traces=args.traces, html=args.html, out=args.out)
+                         alpha=args.alpha, traces=args.traces, html=args.html, out=args.out,
+                         scheduler=args.scheduler)
     out = build_report(args.campaign_dir, opts)
     print(f"report written to {out}/ (README.md, comparison.*, figures/)")
     return 0
