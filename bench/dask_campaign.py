@@ -11,13 +11,14 @@ runs) on a local cluster of 1 and of 2 single-threaded worker processes, and
 in this process (serial), and prints medians of --repeat runs.
 
 Conditions, so the figures mean what they say: the runs all link one file,
-so they share one content-keyed cache entry, and LISA rewrites its swap files
-in that entry as it loads; in a real campaign every trace has its own entry.
-So each worker process (and this process) gets its own ``LISA_EXT_CACHE``
-under the throw-away directory, warmed (trace converted, LISA imported) before
-timing: the timings are the steady per-run work, analyses on cached tables
-plus shipping the results back. The cost of a cold local cluster (start,
-imports, conversion: what a one-off ``--scheduler local`` pays) is printed
+so they would share one content-keyed trace cache entry (and LISA's swap
+files in it), which no real campaign does. By default each task therefore
+converts its trace into a fresh cache directory of its own, removed after
+the task: the per-run cost of a campaign analysed for the first time. With
+``--warm`` each worker process (and this process) has its own cache instead,
+filled before timing: the cost of re-analysing. Either way each cluster is
+started and its workers have imported LISA before timing; the cost of a cold
+one-off ``--scheduler local`` (start, imports, conversion) is printed
 separately. Run::
 
     .venv/bin/python bench/dask_campaign.py [--runs 20] [--repeat 3]
@@ -32,6 +33,8 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
+from functools import partial
 from pathlib import Path
 
 from lisa_ext.analysis.campaign import SERIAL, map_traces
@@ -68,6 +71,18 @@ def _own_cache(path: str, cache_root: str, dask_worker=None) -> None:
     collect_file(path)
 
 
+def cold_collect(path: str, cache_root: str) -> tuple:
+    """The report's per-run work on a trace never seen before: a fresh trace
+    cache for this one task (copies of one trace would share an entry),
+    removed afterwards."""
+    own = os.path.join(cache_root, uuid.uuid4().hex)
+    os.environ["LISA_EXT_CACHE"] = own
+    try:
+        return collect_file(path)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+
+
 def _time(func, repeat: int) -> tuple[float, list[float]]:
     times = []
     for _ in range(repeat):
@@ -82,6 +97,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--warm", action="store_true",
+                        help="time runs on a warm trace cache (default: every run converts its "
+                             "trace afresh, as for a campaign analysed the first time)")
     parser.add_argument("--no-serial", dest="serial", action="store_false",
                         help="skip the in-process timing")
     args = parser.parse_args()
@@ -99,20 +117,22 @@ def main() -> int:
         reference = map_traces(collect_file, paths[:1], scheduler=SERIAL)
         print(f"per run: {len(reference[0][0].metrics)} metrics, frames "
               + ", ".join(f"{k} {len(v)}" for k, v in reference[0][0].frames.items()))
+        task = collect_file if args.warm else partial(cold_collect, cache_root=str(root / "cache"))
+        print("trace cache:", "warm, one per process" if args.warm else "fresh for every run")
         medians = {}
         for workers in (1, 2):
             with LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
                               dashboard_address=None) as cluster, Client(cluster) as client:
                 client.run(_own_cache, str(paths[0]), str(root / "cache"))
                 medians[workers], times = _time(
-                    lambda: map_traces(collect_file, paths, scheduler=cluster.scheduler_address),
+                    lambda: map_traces(task, paths, scheduler=cluster.scheduler_address),
                     args.repeat)
             print(f"{workers} worker{'s' if workers > 1 else ''}: median {medians[workers]:.1f} s "
                   f"({', '.join(f'{t:.1f}' for t in times)}), "
                   f"{len(paths) / medians[workers]:.2f} runs/s")
         print(f"speed-up 2 workers vs 1: {medians[1] / medians[2]:.2f}x")
         if args.serial:
-            serial, times = _time(lambda: map_traces(collect_file, paths, scheduler=SERIAL), 1)
+            serial, times = _time(lambda: map_traces(task, paths, scheduler=SERIAL), 1)
             print(f"serial in this process: {serial:.1f} s")
         os.environ["LISA_EXT_CACHE"] = str(root / "cache" / "cold")  # inherited by the workers
         start = time.perf_counter()
