@@ -26,6 +26,7 @@ from lisa_ext.analysis.campaign import (
     SERIAL,
     analyse_campaign,
     choose_scheduler,
+    map_traces,
 )
 from lisa_ext.cli import main
 from lisa_ext.errors import UserError
@@ -122,6 +123,13 @@ def test_campaign_analysis_on_cluster_equals_serial(cluster):
         assert any(len(df) for _, df in ref.tables)
         for (_, got), (_, want) in zip(mine.tables, ref.tables):
             pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_trace_a_worker_cannot_see_is_an_error(cluster, tmp_path):
+    # the client does not look: a path only the client had would fail the same way
+    missing = tmp_path / "runs" / "a" / "w" / "0" / "trace.dat"
+    with pytest.raises(UserError, match="not visible on Dask worker .*shares"):
+        map_traces(len, [missing], scheduler=cluster)
 
 
 def test_analyse_cli_campaign_on_cluster(cluster, capsys):
