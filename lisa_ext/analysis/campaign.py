@@ -66,11 +66,12 @@ SCHEDULER_ENV = "LISA_EXT_DASK_SCHEDULER"
 #: ``--scheduler`` values: run in this process / on a local cluster of processes
 SERIAL = "none"
 LOCAL = "local"
-#: below this many traces the default is serial. Measured on the 2-core
-#: development machine (docs/dask.md): a local cluster costs ~2 s to start and
-#: each worker ~5 s to import LISA on its first task, while a 1 M-event trace
-#: costs 2-4 s of report work, so two workers win only from ~8 traces on.
-MIN_LOCAL_TASKS = 8
+#: below this many traces the default is serial. Measured on the loaded 2-core
+#: development machine (docs/dask.md, bench/dask_campaign.py): a local cluster
+#: costs ~20 s to start and import LISA in its workers, and two workers save
+#: 0.5-1.1 s of the ~2.9 s a 1.24 M-event trace costs the first time (and
+#: nothing on a warm cache), so they pay back from ~20-40 runs.
+MIN_LOCAL_TASKS = 24
 
 T = TypeVar("T")
 
