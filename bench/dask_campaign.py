@@ -6,7 +6,7 @@ directories whose ``trace.dat`` is a symlink to one real 1.24 M-event trace
 (default ``../shared/traces/local/fio_randread_2cpu_v7.dat``: fio randread on
 this 2-vCPU machine, sched_switch/wakeup, block and workqueue events). Then it
 times the report's per-run trace work (:func:`lisa_ext.report.traces.collect_file`
-through :func:`lisa_ext.analysis.campaign.map_traces`, what ``lisa-ext report``
+through :func:`lisa_ext.trace.cluster.map_traces`, what ``lisa-ext report``
 runs) on a local cluster of 1 and of 2 single-threaded worker processes, and
 in this process (serial), and prints medians of --repeat runs.
 
@@ -37,7 +37,7 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from lisa_ext.analysis.campaign import SERIAL, map_traces
+from lisa_ext.trace.cluster import SERIAL, map_traces
 from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult, write_json
 from lisa_ext.report.traces import collect_file
 

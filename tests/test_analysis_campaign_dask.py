@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 
 from lisa_ext.analysis import ANALYSES
-from lisa_ext.analysis.campaign import (
+from lisa_ext.analysis.campaign import analyse_campaign
+from lisa_ext.trace.cluster import (
     LOCAL,
     MIN_LOCAL_TASKS,
     SCHEDULER_ENV,
     SERIAL,
-    analyse_campaign,
     choose_scheduler,
     map_traces,
 )

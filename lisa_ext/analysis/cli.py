@@ -25,7 +25,8 @@ import pandas as pd
 from lisa_ext.analysis import ANALYSES, ANALYSIS_CLASSES, StudyAnalysis, by_cli_name
 from lisa_ext.analysis import platform as plat
 from lisa_ext.analysis.base import json_ready
-from lisa_ext.analysis.campaign import add_scheduler_argument, analyse_campaign
+from lisa_ext.analysis.campaign import analyse_campaign
+from lisa_ext.trace.cluster import add_scheduler_argument
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.trace import load_trace

@@ -55,7 +55,7 @@ class ReportOptions:
     html: bool = True
     #: where to write; default ``<campaign>/report``
     out: str | os.PathLike | None = None
-    #: where the per-run trace work runs (see :func:`lisa_ext.analysis.campaign.choose_scheduler`)
+    #: where the per-run trace work runs (see :func:`lisa_ext.trace.cluster.choose_scheduler`)
     scheduler: str | None = None
 
 
@@ -67,7 +67,7 @@ class _TraceData:
 
 
 def _collect_traces(campaign: Campaign, scheduler: str | None = None) -> _TraceData:
-    from lisa_ext.analysis.campaign import map_traces
+    from lisa_ext.trace.cluster import map_traces
     from lisa_ext.report.traces import collect_file
 
     data = _TraceData([], defaultdict(list), defaultdict(list))

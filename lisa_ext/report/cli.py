@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lisa_ext.analysis.campaign import add_scheduler_argument
+from lisa_ext.trace.cluster import add_scheduler_argument
 
 __all__ = ["register", "run"]
 

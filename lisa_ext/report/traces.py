@@ -176,7 +176,7 @@ def collect(trace, sources: list[TraceSource] | None = None) -> tuple[TraceFindi
 
 def collect_file(path: str) -> tuple[TraceFindings | None, list[str]]:
     """:func:`collect` on the trace at ``path``: one run's report work, whether in
-    this process or as a Dask task (:func:`lisa_ext.analysis.campaign.map_traces`).
+    this process or as a Dask task (:func:`lisa_ext.trace.cluster.map_traces`).
     Findings are None when the trace cannot be read; the notes then say why,
     and name damage the reader found."""
     with warnings.catch_warnings(record=True) as caught:
