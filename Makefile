@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup system-packages venv bench bench-kernel lock clean
+.PHONY: run test setup system-packages venv bench bench-kernel lab lock clean
 
 run: setup
 	$(BIN)/lisa-ext quickstart
@@ -32,10 +32,19 @@ bench: setup
 	$(BIN)/python bench/trace_load.py
 	$(BIN)/python bench/analyses.py
 	$(BIN)/python bench/report.py
+	$(BIN)/python bench/explore.py
 
 bench-kernel: setup
 	$(BIN)/python bench/kernel_rebuild.py
 	$(BIN)/python bench/vboard.py
+
+# JupyterLab on notebooks/ with this venv registered as the "lisa-ext" kernel the notebooks
+# name; listens on 127.0.0.1 only (LAB_PORT=8888 by default) and prints its token URL
+LAB_PORT ?= 8888
+lab: setup
+	$(BIN)/python -m ipykernel install --sys-prefix --name lisa-ext --display-name "Python (lisa-ext)"
+	$(BIN)/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
+		--ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Re-pin after changing dependencies: resolves fresh and records what was tested.
 lock:

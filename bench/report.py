@@ -1,15 +1,26 @@
-"""How long ``lisa-ext report`` takes on the sample campaign, by stage.
+"""How long ``lisa-ext report`` takes on the sample campaign: before vs after the cache.
 
-Prints seconds (median of --repeat runs, one process) for: the comparison
-(stats only), the report without traces or HTML, and the full report. Run:
-``.venv/bin/python bench/report.py [--repeat 3]``.
+Each mode runs the real command (``lisa-ext report data/samples/wq-affinity
+--out TMP``) in a fresh process, so imports count as a user sees them, with its
+own ``$LISA_EXT_CACHE``; all modes are measured in the same run, interleaved, and
+the medians of ``--repeat`` runs printed with their ratios:
+
+* ``uncached serial``: ``--no-cache --jobs 1``, what every report cost before
+  the cache (every trace analysed, every figure drawn one after another)
+* ``cold cache, parallel``: empty cache, missing figures drawn in one process per CPU
+* ``warm cache``: nothing changed since the last report (a notebook re-render)
+
+Wall time is what a user waits; CPU time (user + sys of the child) shows the
+work when the shared machine is busy. Run: ``.venv/bin/python bench/report.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -17,15 +28,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "samples" / "wq-affinity"
+LISA_EXT = [sys.executable, "-m", "lisa_ext.cli"]
 
 
-def _time(func, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _run(args: list[str], cache: Path) -> tuple[float, float]:
+    """(wall seconds, child CPU seconds) of one ``lisa-ext`` command."""
+    env = dict(os.environ, LISA_EXT_CACHE=str(cache))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([*LISA_EXT, *args], env=env, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> int:
@@ -35,25 +49,27 @@ def main() -> int:
     if not SAMPLE.is_dir():
         print(f"no sample campaign at {SAMPLE}", file=sys.stderr)
         return 1
-    from lisa_ext.report.build import ReportOptions, build_report
-    from lisa_ext.report.campaign import metrics_frame, read_campaign
-    from lisa_ext.stats import compare
-
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / SAMPLE.name
-        shutil.copytree(SAMPLE, root, ignore=shutil.ignore_patterns("report"))
-        metrics = metrics_frame(read_campaign(root))
-        rows = len(metrics)
-        t_stats = _time(lambda: compare(metrics, "system", test="welch"), args.repeat)
-        t_plain = _time(lambda: build_report(root, ReportOptions(traces=False, html=False)),
-                        args.repeat)
-        t_full = _time(lambda: build_report(root, ReportOptions()), args.repeat)
-        figures = len(list((root / "report" / "figures").glob("*.png")))
-    print(f"sample campaign: {rows} metric rows, {figures} figures")
-    print(f"compare (stats only):          {t_stats:8.3f} s")
-    print(f"report --no-traces --no-html:  {t_plain:8.3f} s")
-    print(f"report (traces, HTML):         {t_full:8.3f} s")
-    print(f"  per figure, full report:     {t_full / max(figures, 1):8.3f} s")
+    jobs = os.cpu_count() or 1
+    modes = {"uncached serial": ["--no-cache", "--jobs", "1"],
+             f"cold cache, parallel ({jobs} jobs)": ["--jobs", str(jobs)],
+             "warm cache": []}
+    times: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
+        out = Path(tmp) / "report"
+        for i in range(args.repeat):
+            for mode, extra in modes.items():
+                cache = Path(tmp) / f"cache-{i}"  # cold for the first use, warm after
+                times[mode].append(_run(["report", str(SAMPLE), "--out", str(out), *extra],
+                                        cache))
+        figures = len(list((out / "figures").glob("*.png")))
+    print(f"lisa-ext report {SAMPLE.relative_to(REPO)}: {figures} figures, "
+          f"median of {args.repeat}, {jobs} CPUs")
+    base_wall = statistics.median(w for w, _ in times["uncached serial"])
+    for mode, runs in times.items():
+        wall = statistics.median(w for w, _ in runs)
+        cpu = statistics.median(c for _, c in runs)
+        print(f"  {mode:28} {wall:7.2f} s wall  {cpu:7.2f} s CPU  "
+              f"x{base_wall / wall:5.1f} faster")
     return 0
 
 

@@ -13,6 +13,7 @@ take tens of minutes under QEMU TCG; the workqueue study runs on this machine.
 from __future__ import annotations
 
 import argparse
+import copy
 import fnmatch
 import logging
 import os
@@ -25,10 +26,12 @@ import pandas as pd
 
 from lisa_ext.errors import UserError
 from lisa_ext.workbench import output_dir, workbench_path
+from lisa_ext.report.explore import use_bokeh
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
-           "execute_notebook", "run_study", "register"]
+           "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
+           "export_notebook", "use_bokeh"]
 
 
 
@@ -46,6 +49,14 @@ class Study:
     @property
     def default_data(self) -> Path:
         return output_dir() / "data" / self.name
+
+
+def repo_path(path: str | os.PathLike) -> Path:
+    """``path``, a relative one taken from the workbench's output directory:
+    notebooks name ``data/<study>`` alike whether papermill runs them from there
+    or JupyterLab from ``notebooks/``."""
+    path = Path(path)
+    return path if path.is_absolute() else output_dir() / path
 
 
 def list_studies(root: Path | None = None) -> list[Study]:
@@ -94,7 +105,8 @@ def write_report(campaign_dir: str | os.PathLike, out: str | os.PathLike | None 
     """``lisa-ext report``: tables and figures of a campaign; options as :class:`ReportOptions`."""
     from lisa_ext.report.build import ReportOptions, build_report
 
-    return build_report(campaign_dir, ReportOptions(out=out, **options))
+    return build_report(repo_path(campaign_dir),
+                        ReportOptions(out=None if out is None else repo_path(out), **options))
 
 
 def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> str:
@@ -123,15 +135,19 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     import warnings
 
     from lisa_ext.campaign.store import read_campaign
+    from lisa_ext.report.cache import cached_frame
     from lisa_ext.trace import load_trace
 
     frames = []
-    for run in read_campaign(campaign_dir).runs:
+    for run in read_campaign(repo_path(campaign_dir)).runs:
         if run.status != "ok" or run.trace is None:
             continue
-        trace = load_trace(run.trace)
+        def compute(path=run.trace):
+            return getattr(getattr(load_trace(path).ana, analysis), method)(**kwargs)
+
         try:
-            df = getattr(getattr(trace.ana, analysis), method)(**kwargs)
+            # cached by trace content, code and options: a re-render skips LISA
+            df = cached_frame(run.trace, (analysis, method, sorted(kwargs.items())), compute)
         except Exception as exc:  # LISA's MissingTraceEventError and friends
             warnings.warn(f"{run.label}: {analysis}.{method} skipped: {exc}")
             continue
@@ -145,22 +161,82 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     return pd.concat(frames, ignore_index=True)
 
 
+def show_page(path: str | os.PathLike, height: int = 900):
+    """A standalone HTML page (the explorer's, a report's figures.html) shown in
+    the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
+    JupyterLab and in the exported study HTML alike, offline."""
+    import html
+    import warnings
+
+    from IPython.display import HTML
+
+    text = Path(path).read_text(encoding="utf-8")
+    with warnings.catch_warnings():
+        # IPython suggests IFrame, which would link the file instead of holding it:
+        # the exported study page must carry the plot
+        warnings.simplefilter("ignore", UserWarning)
+        return HTML(f'<iframe srcdoc="{html.escape(text, quote=True)}" '
+                    f'style="width:100%;height:{height}px;border:0"></iframe>')
+
+
+def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
+                variant: str | None = None, workload: str | None = None,
+                iteration: int | None = None, height: int = 900):
+    """The trace explorer (:mod:`lisa_ext.report.explore`) of a campaign's first
+    traced run matching the filters, written to ``out_dir/explorer_<run>.html``
+    and shown in the notebook. For live re-aggregation on zoom, display
+    ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
+    from lisa_ext.campaign.store import read_campaign
+    from lisa_ext.report.explore import explorer_page
+    from lisa_ext.report.figures import figure_name
+
+    for run in read_campaign(repo_path(campaign_dir)).ok_runs:
+        if run.trace is None or (variant, workload, iteration) != (
+                variant and run.variant, workload and run.workload,
+                None if iteration is None else run.iteration):
+            continue
+        out = repo_path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
+                             f"{run.label} trace explorer")
+        return show_page(page, height)
+    raise UserError(f"{campaign_dir}: no traced run matches variant={variant} "
+                    f"workload={workload} iteration={iteration}")
+
+
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
     import nbformat
     import papermill
-    from nbconvert import HTMLExporter
 
     out_html.parent.mkdir(parents=True, exist_ok=True)
     executed = out_html.with_suffix(".ipynb")
     papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
                                kernel_name="python3", cwd=str(output_dir()),
                                progress_bar=False, log_output=False)
-    nb = nbformat.read(executed, as_version=4)
+    return export_notebook(nbformat.read(executed, as_version=4), out_html)
+
+
+#: outputs only a live JupyterLab can use: HoloViews / panel loaders and comms
+_LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
+                   "application/vnd.holoviews_exec.v0+json"}
+
+
+def export_notebook(nb, out_html: Path) -> Path:
+    """An executed notebook (``nbformat`` node) as one offline HTML page."""
+    from nbconvert import HTMLExporter
+
     exporter = HTMLExporter(template_name="lab")
     exporter.log.setLevel(logging.ERROR)  # e.g. "alternative text is missing" per figure
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        # HoloViews/panel's notebook loader and comm code (LISA's import shows them)
+        # fetch BokehJS from a CDN and need a live kernel; the page's plots are
+        # self-contained iframes and must work offline
+        cell["outputs"] = [o for o in cell.get("outputs", [])
+                           if not _LIVE_ONLY_MIME.intersection(o.get("data", {}))]
     body, _resources = exporter.from_notebook_node(nb)
     # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
     body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)
@@ -188,8 +264,9 @@ def _list(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     study = find_study(args.name)
-    data = Path(args.data) if args.data else study.default_data
-    out = Path(args.out) if args.out else output_dir() / "out" / f"{study.name}.html"
+    # relative to where the user is, unlike the notebooks' paths (see repo_path)
+    data = Path(args.data).resolve() if args.data else study.default_data
+    out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{study.name}.html"
     html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress)
     print(f"{study.name} report: {html.resolve()}")
     return 0

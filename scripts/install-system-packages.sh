@@ -7,6 +7,8 @@ set -euo pipefail
 PACKAGES=(
     # tracing and workloads
     trace-cmd libtracecmd-dev libtraceevent-dev fio rt-app stress-ng sysbench rt-tests
+    # pgbench on a throw-away PostgreSQL server, fio on dm-crypt over a loop device
+    postgresql dmsetup cryptsetup-bin util-linux
     # native trace decoder
     build-essential pkg-config libzstd-dev zlib1g-dev clang
     # kernel variants and the virtual board
@@ -14,6 +16,8 @@ PACKAGES=(
     qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
     # Android targets (implemented, untested here)
     adb fastboot mkbootimg
+    # headless browser: the JupyterLab test checks that exported bokeh pages draw
+    chromium
 )
 
 missing=()

@@ -450,3 +450,59 @@ def frequency_residency(events) -> dict[tuple[int, int], tuple[float, float]]:
             inside = any(a <= left < b for a, b in io)
             result[(cpu, freq)][0 if inside else 1] += (right - left) / 1e9
     return {k: tuple(v) for k, v in result.items()}
+
+
+# --- energy ------------------------------------------------------------------
+
+
+def energy_mj(events, model: dict, window_ns=None) -> dict:
+    """Energy (mJ) per CPU from cpu_frequency + cpu_idle, walking the events in
+    file order: each CPU's (frequency, idle state) is priced by ``model`` (the
+    model-file dict) from the first to the last event of the whole trace. The
+    state before a CPU's first event of a kind is what that event implies
+    (its frequency; busy before an entry, state 0 before an exit). With
+    ``window_ns`` only the time inside (start, end) counts."""
+    start, end = min(e.ns for e in events), max(e.ns for e in events)
+    lo_ns, hi_ns = window_ns or (start, end)
+    opp, idle, cluster_of = {}, {}, {}
+    for name, c in model["clusters"].items():
+        for cpu in c["cpus"]:
+            cluster_of[cpu] = name
+            opp[cpu] = {int(k): v for k, v in c["opp_mw"].items()}
+            idle[cpu] = {int(k): v for k, v in c["idle_mw"].items()}
+    first_freq, first_idle = {}, {}
+    for e in events:
+        cpu = int(e.f.get("cpu_id", -1))
+        if e.name == "cpu_frequency":
+            first_freq.setdefault(cpu, int(e.f["state"]))
+        elif e.name == "cpu_idle":
+            state = int(e.f["state"])
+            first_idle.setdefault(cpu, None if state != IDLE_EXIT else 0)
+    cpus = set(first_freq) | set(first_idle)
+    freq = {cpu: first_freq[cpu] for cpu in cpus}
+    state = {cpu: first_idle.get(cpu) for cpu in cpus}
+    since = {cpu: start for cpu in cpus}
+    energy = dict.fromkeys(cpus, 0.0)
+
+    def close(cpu, ns):
+        power = opp[cpu][freq[cpu]] if state[cpu] is None else idle[cpu][state[cpu]]
+        overlap = min(ns, hi_ns) - max(since[cpu], lo_ns)
+        if overlap > 0:
+            energy[cpu] += overlap / 1e9 * power
+        since[cpu] = ns
+
+    for e in events:
+        if e.name not in ("cpu_frequency", "cpu_idle"):
+            continue
+        cpu, value = int(e.f["cpu_id"]), int(e.f["state"])
+        close(cpu, e.ns)
+        if e.name == "cpu_frequency":
+            freq[cpu] = value
+        else:
+            state[cpu] = None if value == IDLE_EXIT else value
+    for cpu in cpus:
+        close(cpu, end)
+    clusters = defaultdict(float)
+    for cpu, mj in energy.items():
+        clusters[cluster_of[cpu]] += mj
+    return {"cpus": energy, "clusters": dict(clusters), "total": sum(energy.values()), "window_ns": (lo_ns, hi_ns)}

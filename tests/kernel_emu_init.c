@@ -6,12 +6,23 @@
  * idles in periods of 0.2, 1.2 and 4 ms, runs a 300 ms busy burst, prints
  * every file matching the globs in /dump as "FILE path: content" and powers
  * off. Built with gcc -static by the test.
+ *
+ * With /trace (one tracefs event per line, e.g. "power/cpu_idle"), the events
+ * are recorded from just before the knobs are written to just after the
+ * workload, and the workload is metered: every /sys/class/hwmon energy
+ * counter is read right before it and right after it, each set of reads
+ * bracketed by trace_marker writes METER_START_0 / METER_START_1 (and
+ * METER_END_0 / _1) so that the trace shows when they happened; the readings
+ * are printed as
+ * "METER START|END path value" and the trace text between TRACE_BEGIN and
+ * TRACE_END.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +39,56 @@ static void load(const char *path, const char *params)
 		printf("LOAD_FAIL %s %m\n", path);
 	else
 		printf("LOADED %s %s\n", path, params);
+	if (fd >= 0) close(fd);
+}
+
+#define TRACEFS "/sys/kernel/tracing"
+
+static void write_file(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY);
+	if (fd < 0 || write(fd, value, strlen(value)) < 0)
+		printf("WRITE_FAIL %s %m\n", path);
+	if (fd >= 0) close(fd);
+}
+
+/*
+ * Energy counters into @buf (printed later: no console output inside the
+ * window), the reads bracketed by trace markers METER_<when>_0 and _1.
+ */
+static void read_meter(const char *when, char *buf, size_t size)
+{
+	glob_t g;
+	char marker[64];
+	size_t used = strlen(buf);
+	if (glob("/sys/class/hwmon/hwmon*/energy*_input", 0, NULL, &g)) {
+		snprintf(buf + used, size - used, "METER %s none\n", when);
+		return;
+	}
+	snprintf(marker, sizeof marker, "METER_%s_0", when);
+	write_file(TRACEFS "/trace_marker", marker);
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		char value[64];
+		int fd = open(g.gl_pathv[i], O_RDONLY);
+		ssize_t n = fd >= 0 ? read(fd, value, sizeof(value) - 1) : -1;
+		if (fd >= 0) close(fd);
+		value[n > 0 ? n : 0] = 0;
+		value[strcspn(value, "\n")] = 0;
+		used = strlen(buf);
+		snprintf(buf + used, size - used, "METER %s %s %s\n", when, g.gl_pathv[i], value);
+	}
+	snprintf(marker, sizeof marker, "METER_%s_1", when);
+	write_file(TRACEFS "/trace_marker", marker);
+	globfree(&g);
+}
+
+static void cat(const char *path)
+{
+	char buf[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY);
+	while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0)
+		fwrite(buf, 1, n, stdout);
 	if (fd >= 0) close(fd);
 }
 
@@ -59,9 +120,42 @@ int main(void)
 	p1[strcspn(p1, "\n")] = 0; p2[strcspn(p2, "\n")] = 0;
 	load("/lisa_emu_cpuidle.ko", p1);
 	load("/lisa_emu_cpufreq.ko", p2);
+	char line[512], meter[8192] = "";
+	FILE *tr = fopen("/trace", "r");
+	int tracing = tr != NULL;
+	if (tracing) {
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
+		write_file(TRACEFS "/tracing_on", "0");
+		write_file(TRACEFS "/buffer_size_kb", "8192");
+		while (fgets(line, sizeof line, tr)) {
+			char path[600];
+			line[strcspn(line, "\n")] = 0;
+			if (!*line) continue;
+			snprintf(path, sizeof path, TRACEFS "/events/%s/enable", line);
+			write_file(path, "1");
+		}
+		fclose(tr);
+		write_file(TRACEFS "/trace", "");
+		write_file(TRACEFS "/tracing_on", "1");
+		/*
+		 * Visit every CPU (wake it, sleep on it, leave it) so that each has
+		 * cpu_idle events before the metered window: a CPU's state before
+		 * its first event is otherwise unknown to the trace.
+		 */
+		cpu_set_t all, one;
+		sched_getaffinity(0, sizeof all, &all);
+		for (int c = 0; c < CPU_SETSIZE; c++) {
+			if (!CPU_ISSET(c, &all)) continue;
+			CPU_ZERO(&one);
+			CPU_SET(c, &one);
+			sched_setaffinity(0, sizeof one, &one);
+			usleep(2000);
+		}
+		sched_setaffinity(0, sizeof all, &all);
+	}
 	/* "PATH VALUE" lines: write each knob and report the result */
 	FILE *k = fopen("/knobs", "r");
-	char line[512];
 	while (k && fgets(line, sizeof line, k)) {
 		char *sp = strchr(line, ' ');
 		if (!sp) continue;
@@ -73,18 +167,32 @@ int main(void)
 		if (fd >= 0) close(fd);
 	}
 	if (k) fclose(k);
+	if (tracing) {
+		read_meter("START", meter, sizeof meter);
+	}
 	/* idle periods of several lengths, then a busy burst */
 	for (int i = 0; i < 300; i++) usleep(i % 3 == 0 ? 200 : i % 3 == 1 ? 1200 : 4000);
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do clock_gettime(CLOCK_MONOTONIC, &t); while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 300000000L);
 	usleep(100000);
+	if (tracing) {
+		read_meter("END", meter, sizeof meter);
+		write_file(TRACEFS "/tracing_on", "0");
+		fputs(meter, stdout);
+	}
 	FILE *d = fopen("/dump", "r");
 	while (d && fgets(line, sizeof line, d)) {
 		line[strcspn(line, "\n")] = 0;
 		if (*line) dump(line);
 	}
 	if (d) fclose(d);
+	if (tracing) {
+		printf("TRACE_BEGIN\n");
+		fflush(stdout);
+		cat(TRACEFS "/trace");
+		printf("TRACE_END\n");
+	}
 	printf("DONE\n");
 	fflush(stdout);
 	sync();

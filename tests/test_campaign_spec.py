@@ -101,7 +101,7 @@ def test_missing_required_key(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,expected", [
-    ("kind: fio", "kind: iozone", "unknown workload kind 'iozone'; allowed: fio, rtapp"),
+    ("kind: fio", "kind: iozone", "unknown workload kind 'iozone'; allowed: cyclictest, ebizzy, fio, hackbench, pgbench, rtapp, schbench, wa"),
     ("rw: randread", "output: x", "set by lisa-ext itself"),
     ("small: {", "toolongname: {", "task names are 1-7 letters"),
     ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "must be in (0, 100]"),
@@ -156,5 +156,5 @@ def test_cli_bad_spec_stops_before_running(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"lisa-ext campaign: error: {spec}: repeat (line 4): unknown key; allowed here: "
-        "name, description, target, iterations, order, trace, variants, workloads"]
+        "name, description, target, iterations, order, trace, energy, variants, workloads"]
     assert not out.exists()

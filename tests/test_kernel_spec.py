@@ -46,6 +46,27 @@ def test_shipped_variants_differ_as_the_studies_need():
     assert len(inputs) == 1
 
 
+def test_ondemand_and_idle_gating_variants_share_one_kernel_and_differ_by_knobs():
+    paths = sorted(KERNELS.glob("ondemand-bursty/*.yml")) + sorted(KERNELS.glob("idle-gating/*.yml"))
+    specs = {f"{p.parent.name}/{p.stem}": load_spec(p) for p in paths}
+    assert set(specs) == {"ondemand-bursty/with", "ondemand-bursty/without", "idle-gating/baseline",
+                          "idle-gating/idle-set-d10", "idle-gating/gating"}
+    assert len({(s.patches, s.configs) for s in specs.values()}) == 1
+    board, *patches = next(iter(specs.values())).patches
+    assert board.parent.name == "board"  # board support first
+    assert [p.name[:4] for p in patches] == ["0003", "0004"]
+    knobs = {name: dict(s.knobs) for name, s in specs.items()}
+    copy = "/sys/module/cpufreq_governor/parameters/copy_prev_load"
+    assert knobs["ondemand-bursty/with"][copy] == "Y" and knobs["ondemand-bursty/without"][copy] == "N"
+    comm = "/sys/module/idle_gating/parameters/comm"
+    assert knobs["idle-gating/baseline"][comm] == knobs["idle-gating/idle-set-d10"][comm] == ""
+    assert "schbench" in knobs["idle-gating/gating"][comm].split(",")
+    assert knobs["idle-gating/idle-set-d10"]["/sys/devices/system/cpu/cpu*/cpuidle/state[1-9]*/disable"] == "1"
+    assert knobs["idle-gating/gating"]["/sys/devices/system/cpu/cpu*/cpuidle/state[1-9]*/disable"] == "0"
+    # the variants switch on one boot without a reboot: each must write every knob any of them writes
+    assert len({frozenset(k) for k in knobs.values()}) == 1
+
+
 def test_full_spec_resolves_paths_and_defaults(tmp_path):
     p = write_spec(tmp_path, """
 name: my-variant

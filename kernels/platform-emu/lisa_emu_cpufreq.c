@@ -13,6 +13,28 @@
  * the stats in policyN/stats. What is not: the performance and the energy of
  * an OPP.
  *
+ * Power model (docs/energy.md): each policy registers an Energy Model perf
+ * domain (kernel/power/energy_model.c, shown in
+ * /sys/kernel/debug/energy_model/) whose power per OPP is what
+ * dev_pm_opp_calc_power() (drivers/opp/of.c) computes on the SoC from its
+ * device tree: P[uW] = dynamic-power-coefficient * mV^2 * MHz / 10^6. Idle
+ * states are priced per CPU by name (see emu_*_idle_uw below); their powers
+ * are published in /sys/kernel/debug/lisa_emu_energy/idle_mw.
+ *
+ * Energy meter: a hwmon device "lisa_emu_energy" with one energyN_input
+ * (microjoules, monotonic) and energyN_label ("pd<first CPU>", the name the
+ * Energy Model's debugfs gives the domain) per policy. Each CPU's energy is
+ * integrated at every OPP change (emu_set_opp()) and at every idle entry and
+ * exit, busy at its OPP's power, idle at its state's power. Idle transitions
+ * come from a probe on the kernel's cpu_idle tracepoint (the instant the
+ * cpuidle core and the idle loop announce them), not from a call in
+ * lisa_emu_cpuidle: the two modules stay independent of each other's load
+ * order and parameters, and the meter sees every idle period, whichever idle
+ * driver runs. A state whose name has no power in the table (POLL, another
+ * SoC's table, the default idle without a cpuidle driver) is counted busy.
+ * The readings are the kernel's real residencies priced by the SoC's
+ * published model, not a measurement of anything.
+ *
  * Frequency invariance: the guest's CPUs have no APERF/MPERF, so nothing scales
  * PELT utilisation by frequency. With the board-support patch
  * (kernels/patches/board/0001-x86-aperfmperf-...) this driver feeds the
@@ -36,37 +58,102 @@
 
 #include <linux/cpu.h>
 #include <linux/cpufreq.h>
+#include <linux/cpuidle.h>
+#include <linux/debugfs.h>
+#include <linux/energy_model.h>
+#include <linux/hwmon.h>
 #include <linux/init.h>
 #include <linux/kernel.h>
 #include <linux/math64.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/platform_device.h>
+#include <linux/sched/clock.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/sched/topology.h>
 #include <linux/topology.h>
+#include <trace/events/power.h>
+
+/* Power of one CPU in the idle state called @name (lisa_emu_cpuidle's names). */
+struct emu_idle_power {
+	const char *name;
+	unsigned int uw;
+};
 
 struct emu_opp_table {
 	const char *name;
 	const unsigned int *khz;
+	const unsigned int *mv;
 	int count;
 	unsigned int transition_latency_ns;
+	unsigned int dynamic_power_coefficient;
+	const struct emu_idle_power *idle;
+	int idle_count;
 };
 
+/*
+ * OPPs and voltages (first opp-microvolt value, the one
+ * dev_pm_opp_get_voltage() returns): arch/arm64/boot/dts/rockchip/rk3399.dtsi
+ * cluster0_opp (Cortex-A53) and cluster1_opp (Cortex-A72), linux 6.12.
+ */
 static const unsigned int rk3399_little_khz[] = {
 	408000, 600000, 816000, 1008000, 1200000, 1416000,
+};
+static const unsigned int rk3399_little_mv[] = {
+	825, 825, 850, 925, 1000, 1125,
 };
 static const unsigned int rk3399_big_khz[] = {
 	408000, 600000, 816000, 1008000, 1200000, 1416000, 1608000, 1800000,
 };
+static const unsigned int rk3399_big_mv[] = {
+	825, 825, 825, 875, 950, 1025, 1100, 1200,
+};
+/* arch/arm64/boot/dts/hisilicon/hi3660.dtsi cluster0_opp (Cortex-A53), linux 6.12. */
 static const unsigned int hi3660_little_khz[] = {
 	533000, 999000, 1402000, 1709000, 1844000,
 };
+static const unsigned int hi3660_little_mv[] = {
+	700, 800, 900, 1000, 1100,
+};
 
+/*
+ * Idle powers per CPU. RK3399: the core idle-cost-data of Rockchip's
+ * rk3399-sched-energy.dtsi (ChromiumOS kernel, chromeos-4.4,
+ * arch/arm64/boot/dts/rockchip/; RK3399_CPU_COST_0 <4 4 0 0>,
+ * RK3399_CPU_COST_1 <24 24 0 0> for active idle, WFI, cpu-sleep,
+ * cluster-sleep). Their units are the model's own, read here as mW: the same
+ * file's busy costs at 408 MHz (29 and 165) are close to the device-tree
+ * powers above (27.8 mW and 121 mW). The per-cluster costs of that model are
+ * not priced (the meter and the Energy Model are per CPU).
+ * Hi3660: no public idle cost found for its Cortex-A53 cluster; ASSUMED the
+ * RK3399 Cortex-A53 figures (4 mW in WFI, power-gated sleep states at 0).
+ */
+static const struct emu_idle_power rk3399_little_idle[] = {
+	{ "WFI", 4000 }, { "cpu-sleep", 0 }, { "cluster-sleep", 0 },
+};
+static const struct emu_idle_power rk3399_big_idle[] = {
+	{ "WFI", 24000 }, { "cpu-sleep", 0 }, { "cluster-sleep", 0 },
+};
+static const struct emu_idle_power hi3660_little_idle[] = {
+	{ "WFI", 4000 }, { "cpu-sleep-0", 0 }, { "cluster-sleep-0", 0 },
+};
+
+/*
+ * dynamic-power-coefficient (uW/MHz/V^2): rk3399-base.dtsi cpu_l0-3 <100>,
+ * cpu_b0-1 <436>; hi3660.dtsi cpu0-3 <110>.
+ */
+static_assert(ARRAY_SIZE(rk3399_little_khz) == ARRAY_SIZE(rk3399_little_mv));
+static_assert(ARRAY_SIZE(rk3399_big_khz) == ARRAY_SIZE(rk3399_big_mv));
+static_assert(ARRAY_SIZE(hi3660_little_khz) == ARRAY_SIZE(hi3660_little_mv));
+
+#define EMU_TABLE(n, k, v, lat, coef, idl) \
+	{ n, k, v, ARRAY_SIZE(k), lat, coef, idl, ARRAY_SIZE(idl) }
 static const struct emu_opp_table emu_opp_tables[] = {
-	{ "rk3399-little", rk3399_little_khz, ARRAY_SIZE(rk3399_little_khz), 40000 },
-	{ "rk3399-big", rk3399_big_khz, ARRAY_SIZE(rk3399_big_khz), 40000 },
-	{ "hi3660-little", hi3660_little_khz, ARRAY_SIZE(hi3660_little_khz), 300000 },
+	EMU_TABLE("rk3399-little", rk3399_little_khz, rk3399_little_mv, 40000, 100, rk3399_little_idle),
+	EMU_TABLE("rk3399-big", rk3399_big_khz, rk3399_big_mv, 40000, 436, rk3399_big_idle),
+	EMU_TABLE("hi3660-little", hi3660_little_khz, hi3660_little_mv, 300000, 110, hi3660_little_idle),
 };
 
 #define EMU_MAX_TABLES 4
@@ -149,18 +236,325 @@ static const struct emu_opp_table *emu_table_for(unsigned int cpu)
 	return emu_tables[min(k, emu_table_count - 1)];
 }
 
+/* Busy power of one CPU at OPP @i, as dev_pm_opp_calc_power() computes it. */
+static unsigned long emu_opp_uw(const struct emu_opp_table *t, int i)
+{
+	u64 tmp = (u64)t->dynamic_power_coefficient * t->mv[i] * t->mv[i] * (t->khz[i] / 1000);
+
+	do_div(tmp, 1000000);
+	return (unsigned long)tmp;
+}
+
+static int emu_opp_index(const struct emu_opp_table *t, unsigned int khz)
+{
+	int i;
+
+	for (i = 0; i < t->count; i++)
+		if (t->khz[i] >= khz)
+			return i;
+	return t->count - 1;
+}
+
+/* ---- Energy Model ---- */
+
+static int emu_em_active_power(struct device *dev, unsigned long *uw, unsigned long *khz)
+{
+	const struct emu_opp_table *t = emu_table_for(dev->id);
+	int i;
+
+	for (i = 0; i < t->count; i++) {
+		if (t->khz[i] >= *khz) {
+			*khz = t->khz[i];
+			*uw = emu_opp_uw(t, i);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static void emu_register_em(struct cpufreq_policy *policy)
+{
+	static struct em_data_callback cb = EM_DATA_CB(emu_em_active_power);
+	const struct emu_opp_table *t = emu_table_for(policy->cpu);
+	struct device *dev = get_cpu_device(policy->cpu);
+	int ret;
+
+	/*
+	 * A CPU's perf domain cannot be unregistered (em_dev_unregister_perf_domain()
+	 * ignores CPU devices): after a module reload it is still there, from the
+	 * same tables.
+	 */
+	if (em_pd_get(dev))
+		return;
+	ret = em_dev_register_perf_domain(dev, t->count, &cb, policy->related_cpus, true);
+	if (ret)
+		pr_warn("lisa_emu_cpufreq: CPU%u: no Energy Model: %d\n", policy->cpu, ret);
+}
+
+/* ---- Energy meter ---- */
+
+#define EMU_MAX_CHANNELS 8
+
+/* One CPU's integrated energy; the lock orders the idle probe, OPP changes and readers. */
+struct emu_cpu_meter {
+	raw_spinlock_t lock;
+	u64 last_ns;		/* local_clock() of the last integration */
+	u64 energy_uj;
+	u64 rem_fj;		/* < 10^9 fJ not yet in energy_uj */
+	unsigned int busy_uw;	/* power at the current OPP */
+	unsigned int idle_uw;	/* power in the current idle state */
+	bool idle;
+	int channel;		/* hwmon channel (policy), -1 if none */
+};
+
+static DEFINE_PER_CPU(struct emu_cpu_meter, emu_meters);
+static int emu_channel_count;
+static int emu_channel_first_cpu[EMU_MAX_CHANNELS];
+static bool emu_probe_registered;
+
+/* Add the energy since ->last_ns at the current power; caller holds ->lock. */
+static void emu_meter_advance(struct emu_cpu_meter *m, u64 now)
+{
+	u64 uw = m->idle ? m->idle_uw : m->busy_uw;
+	u32 ns;
+	u64 s, fj;
+
+	if (now <= m->last_ns)
+		return;
+	s = div_u64_rem(now - m->last_ns, NSEC_PER_SEC, &ns);
+	/* 1 s at P uW is P uJ; the sub-second part in fJ (uW * ns) fits easily. */
+	fj = m->rem_fj + (u64)ns * uw;
+	m->energy_uj += s * uw + div_u64_rem(fj, NSEC_PER_SEC, &ns);
+	m->rem_fj = ns;
+	m->last_ns = now;
+}
+
+static void emu_meter_set_busy_power(unsigned int cpu, unsigned int uw)
+{
+	struct emu_cpu_meter *m = per_cpu_ptr(&emu_meters, cpu);
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&m->lock, flags);
+	emu_meter_advance(m, local_clock());
+	m->busy_uw = uw;
+	raw_spin_unlock_irqrestore(&m->lock, flags);
+}
+
+/* Power of the idle state @index of the running cpuidle driver; false: not priced (busy). */
+static bool emu_idle_state_uw(unsigned int cpu, unsigned int index, unsigned int *uw)
+{
+	const struct emu_opp_table *t = emu_table_for(cpu);
+	struct cpuidle_driver *drv = cpuidle_get_driver();
+	int i;
+
+	if (!drv || index >= drv->state_count)
+		return false;
+	for (i = 0; i < t->idle_count; i++) {
+		if (!strcmp(drv->states[index].name, t->idle[i].name)) {
+			*uw = t->idle[i].uw;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Runs on @cpu_id itself, in the idle path, interrupts off (cpuidle_enter_state(), default_idle_call()). */
+static void emu_probe_cpu_idle(void *data, unsigned int state, unsigned int cpu_id)
+{
+	struct emu_cpu_meter *m;
+	unsigned long flags;
+	unsigned int uw = 0;
+	bool idle;
+
+	if (cpu_id >= nr_cpu_ids)
+		return;
+	m = per_cpu_ptr(&emu_meters, cpu_id);
+	idle = state != PWR_EVENT_EXIT && emu_idle_state_uw(cpu_id, state, &uw);
+	raw_spin_lock_irqsave(&m->lock, flags);
+	emu_meter_advance(m, local_clock());
+	m->idle = idle;
+	m->idle_uw = uw;
+	raw_spin_unlock_irqrestore(&m->lock, flags);
+}
+
+static u64 emu_channel_uj(int channel)
+{
+	u64 now = local_clock(), total = 0;
+	unsigned long flags;
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct emu_cpu_meter *m = per_cpu_ptr(&emu_meters, cpu);
+
+		if (m->channel != channel)
+			continue;
+		raw_spin_lock_irqsave(&m->lock, flags);
+		emu_meter_advance(m, now);
+		total += m->energy_uj;
+		raw_spin_unlock_irqrestore(&m->lock, flags);
+	}
+	return total;
+}
+
+static umode_t emu_hwmon_is_visible(const void *data, enum hwmon_sensor_types type, u32 attr, int channel)
+{
+	return 0444;
+}
+
+static int emu_hwmon_read(struct device *dev, enum hwmon_sensor_types type, u32 attr, int channel, long *val)
+{
+	if (type != hwmon_energy || attr != hwmon_energy_input)
+		return -EOPNOTSUPP;
+	/*
+	 * hwmon_energy, not hwmon_energy64: the core gives energy64 channels no
+	 * string labels (is_string_attr(), drivers/hwmon/hwmon.c), and long is
+	 * 64-bit on the x86_64 guest.
+	 */
+	*val = emu_channel_uj(channel);
+	return 0;
+}
+
+static_assert(sizeof(long) == sizeof(u64), "energyN_input is a long");
+
+static char emu_channel_labels[EMU_MAX_CHANNELS][12];
+
+static int emu_hwmon_read_string(struct device *dev, enum hwmon_sensor_types type, u32 attr,
+				 int channel, const char **str)
+{
+	if (type != hwmon_energy || attr != hwmon_energy_label)
+		return -EOPNOTSUPP;
+	*str = emu_channel_labels[channel];
+	return 0;
+}
+
+static const struct hwmon_ops emu_hwmon_ops = {
+	.is_visible = emu_hwmon_is_visible,
+	.read = emu_hwmon_read,
+	.read_string = emu_hwmon_read_string,
+};
+
+static u32 emu_energy_config[EMU_MAX_CHANNELS + 1];
+static const struct hwmon_channel_info emu_energy_info = {
+	.type = hwmon_energy,
+	.config = emu_energy_config,
+};
+static const struct hwmon_channel_info * const emu_hwmon_info[] = { &emu_energy_info, NULL };
+static const struct hwmon_chip_info emu_hwmon_chip = { .ops = &emu_hwmon_ops, .info = emu_hwmon_info };
+
+static struct platform_device *emu_meter_pdev;
+static struct device *emu_hwmon_dev;
+static struct dentry *emu_debugfs_dir;
+
+/* /sys/kernel/debug/lisa_emu_energy/idle_mw: "cpuN <state> <mW>" per CPU and priced state. */
+static int emu_idle_mw_show(struct seq_file *s, void *unused)
+{
+	int cpu, i;
+
+	for_each_online_cpu(cpu) {
+		const struct emu_opp_table *t = emu_table_for(cpu);
+
+		for (i = 0; i < t->idle_count; i++)
+			seq_printf(s, "cpu%d %s %u.%03u\n", cpu, t->idle[i].name,
+				   t->idle[i].uw / 1000, t->idle[i].uw % 1000);
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(emu_idle_mw);
+
+/* Channels: one per future policy (package, or CPU with domain=cpu), in CPU order. */
+static void emu_meter_init_cpus(void)
+{
+	u64 now = local_clock();
+	int cpu, c;
+
+	for_each_possible_cpu(cpu) {
+		struct emu_cpu_meter *m = per_cpu_ptr(&emu_meters, cpu);
+		const struct emu_opp_table *t = emu_table_for(cpu);
+
+		raw_spin_lock_init(&m->lock);
+		m->last_ns = now;
+		m->busy_uw = emu_opp_uw(t, t->count - 1);
+		m->channel = -1;
+		if (!cpu_online(cpu))
+			continue;
+		for (c = 0; c < emu_channel_count; c++) {
+			int first = emu_channel_first_cpu[c];
+
+			if (emu_per_cpu ? first == cpu :
+			    topology_logical_package_id(first) == topology_logical_package_id(cpu))
+				break;
+		}
+		if (c == emu_channel_count) {
+			if (c == EMU_MAX_CHANNELS)
+				continue;
+			emu_channel_first_cpu[c] = cpu;
+			snprintf(emu_channel_labels[c], sizeof(emu_channel_labels[c]), "pd%d", cpu);
+			emu_energy_config[c] = HWMON_E_INPUT | HWMON_E_LABEL;
+			emu_channel_count++;
+		}
+		m->channel = c;
+	}
+}
+
+static int emu_meter_start(void)
+{
+	int ret;
+
+	emu_meter_init_cpus();
+	ret = register_trace_cpu_idle(emu_probe_cpu_idle, NULL);
+	if (ret) {
+		pr_warn("lisa_emu_cpufreq: no cpu_idle probe (%d): idle counted as busy\n", ret);
+	} else {
+		emu_probe_registered = true;
+	}
+	emu_meter_pdev = platform_device_register_simple("lisa_emu_energy", PLATFORM_DEVID_NONE, NULL, 0);
+	if (IS_ERR(emu_meter_pdev)) {
+		ret = PTR_ERR(emu_meter_pdev);
+		emu_meter_pdev = NULL;
+		return ret;
+	}
+	emu_hwmon_dev = hwmon_device_register_with_info(&emu_meter_pdev->dev, "lisa_emu_energy", NULL,
+							&emu_hwmon_chip, NULL);
+	if (IS_ERR(emu_hwmon_dev)) {
+		ret = PTR_ERR(emu_hwmon_dev);
+		emu_hwmon_dev = NULL;
+		return ret;
+	}
+	emu_debugfs_dir = debugfs_create_dir("lisa_emu_energy", NULL);
+	debugfs_create_file("idle_mw", 0444, emu_debugfs_dir, NULL, &emu_idle_mw_fops);
+	return 0;
+}
+
+static void emu_meter_stop(void)
+{
+	debugfs_remove_recursive(emu_debugfs_dir);
+	if (emu_hwmon_dev)
+		hwmon_device_unregister(emu_hwmon_dev);
+	if (emu_meter_pdev)
+		platform_device_unregister(emu_meter_pdev);
+	if (emu_probe_registered) {
+		unregister_trace_cpu_idle(emu_probe_cpu_idle, NULL);
+		tracepoint_synchronize_unregister();
+	}
+	emu_probe_registered = false;
+}
+
 /* "Run" the policy's CPUs at @khz; called under the policy's locks. */
 static void emu_set_opp(struct cpufreq_policy *policy, unsigned int khz)
 {
 	struct emu_policy *ep = policy->driver_data;
+	const struct emu_opp_table *t = emu_table_for(policy->cpu);
+	unsigned int uw = emu_opp_uw(t, emu_opp_index(t, khz));
+	int cpu;
 
 	WRITE_ONCE(ep->cur_khz, khz);
+	/* ->cpus, not ->related_cpus: ->init() runs before the core sets the latter */
+	for_each_cpu(cpu, policy->cpus)
+		emu_meter_set_busy_power(cpu, uw);
 #if defined(CONFIG_X86_64) && defined(CONFIG_SMP)
 	if (emu_owns_freq_scale) {
 		unsigned long scale = div_u64((u64)khz << SCHED_CAPACITY_SHIFT, ep->max_khz);
-		int cpu;
 
-		/* ->cpus, not ->related_cpus: ->init() runs before the core sets the latter */
 		for_each_cpu(cpu, policy->cpus)
 			WRITE_ONCE(per_cpu(arch_freq_scale, cpu), scale);
 	}
@@ -239,6 +633,7 @@ static struct cpufreq_driver emu_cpufreq_driver = {
 	.target_index = emu_cpufreq_target_index,
 	.fast_switch = emu_cpufreq_fast_switch,
 	.get = emu_cpufreq_get,
+	.register_em = emu_register_em,
 	.attr = cpufreq_generic_attr,
 };
 
@@ -269,15 +664,22 @@ static int __init emu_cpufreq_module_init(void)
 
 	if (ret)
 		return ret;
+	ret = emu_meter_start();
+	if (ret) {
+		pr_err("lisa_emu_cpufreq: energy meter: %d\n", ret);
+		emu_meter_stop();
+		return ret;
+	}
 	emu_take_freq_scale();
 	ret = cpufreq_register_driver(&emu_cpufreq_driver);
 	if (ret) {
 		pr_err("lisa_emu_cpufreq: cpufreq_register_driver failed: %d\n", ret);
 		emu_release_freq_scale();
+		emu_meter_stop();
 		return ret;
 	}
-	pr_info("lisa_emu_cpufreq: opps=%s domain=%s invariance=%s (emulated: no real frequency change)\n",
-		opps, domain, emu_owns_freq_scale ? "driver" : "none");
+	pr_info("lisa_emu_cpufreq: opps=%s domain=%s invariance=%s energy meter: %d channels (emulated: no real frequency change)\n",
+		opps, domain, emu_owns_freq_scale ? "driver" : "none", emu_channel_count);
 	return 0;
 }
 
@@ -285,6 +687,7 @@ static void __exit emu_cpufreq_module_exit(void)
 {
 	cpufreq_unregister_driver(&emu_cpufreq_driver);
 	emu_release_freq_scale();
+	emu_meter_stop();
 }
 
 module_init(emu_cpufreq_module_init);

@@ -4,7 +4,7 @@ Importing this package defines the :class:`~lisa_ext.analysis.base.StudyAnalysis
 subclasses of :data:`ANALYSIS_CLASSES` (LISA registers a
 ``TraceAnalysisBase`` subclass by defining it), so every ``Trace`` built
 afterwards has ``trace.ana.idle_miss``, ``trace.ana.wakeup_latency``,
-``trace.ana.wq_placement`` and ``trace.ana.iowait_boost``. The import hook
+``trace.ana.wq_placement``, ``trace.ana.iowait_boost`` and ``trace.ana.energy``. The import hook
 :mod:`lisa_ext.lisa_hook` imports this package when LISA builds its first
 ``trace.ana``, so nobody has to.
 
@@ -17,6 +17,7 @@ CPU topology some of them need.
 """
 
 from lisa_ext.analysis.base import StudyAnalysis
+from lisa_ext.analysis.energy import EnergyAnalysis
 from lisa_ext.analysis.idle_miss import IdleMissAnalysis
 from lisa_ext.analysis.iowait_boost import IowaitBoostAnalysis
 from lisa_ext.analysis.wakeup_latency import WakeupLatencyAnalysis
@@ -26,6 +27,7 @@ from lisa_ext.errors import UserError
 __all__ = [
     "ANALYSES",
     "ANALYSIS_CLASSES",
+    "EnergyAnalysis",
     "IdleMissAnalysis",
     "IowaitBoostAnalysis",
     "StudyAnalysis",
@@ -42,6 +44,7 @@ ANALYSIS_CLASSES: tuple[type[StudyAnalysis], ...] = (
     IdleMissAnalysis,
     WqPlacementAnalysis,
     IowaitBoostAnalysis,
+    EnergyAnalysis,
 )
 
 #: CLI name -> analysis class (derived from :data:`ANALYSIS_CLASSES`).

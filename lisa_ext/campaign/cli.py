@@ -1,4 +1,5 @@
-"""``lisa-ext campaign run SPEC [--resume] [--out DIR]`` and ``lisa-ext campaign status DIR``."""
+"""``lisa-ext campaign run SPEC [--resume] [--out DIR]``, ``lisa-ext campaign status DIR`` and
+``lisa-ext campaign tool build|install TOOL --src DIR [--target CONF]``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,21 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if not (status.failed or status.missing) else 1
 
 
+def _tool(args: argparse.Namespace) -> int:
+    from lisa_ext.campaign.tools import build_tool, install_tool
+
+    binary = build_tool(args.tool, args.src)
+    print(f"built {args.tool}: {binary}")
+    if args.tool_action == "install":
+        from lisa_ext.target import check_target_conf, connect
+
+        check_target_conf(args.target)
+        quiet_lisa_logs()
+        target = connect(args.target)
+        print(f"installed {args.tool} on {args.target}: {install_tool(target, binary)}")
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("campaign", help="run campaigns and inspect their state")
     sub = p.add_subparsers(dest="campaign_command", metavar="ACTION")
@@ -58,3 +74,15 @@ def register(subparsers) -> None:
     status = sub.add_parser("status", help="list done / failed / missing runs of a campaign directory")
     status.add_argument("dir", help="campaign directory, e.g. data/quickstart")
     status.set_defaults(func=_status)
+    tools = sub.add_parser("tool", help="build workload binaries Debian does not package "
+                           "(schbench, ebizzy) and install them on a target")
+    tool_sub = tools.add_subparsers(dest="tool_action", metavar="ACTION")
+    tool_sub.required = True
+    for action, text in (("build", "build TOOL from --src into the cache and print the binary's path"),
+                         ("install", "build TOOL and push it into the executables directory of --target")):
+        tool = tool_sub.add_parser(action, help=text)
+        tool.add_argument("tool", choices=["schbench", "ebizzy"], help="which tool")
+        tool.add_argument("--src", required=True, metavar="DIR", help="the tool's source tree")
+        if action == "install":
+            tool.add_argument("--target", required=True, metavar="CONF", help="target config (YAML)")
+        tool.set_defaults(func=_tool, tool_action=action)

@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Callable
 
 from lisa_ext import knobs as _knobs
-from lisa_ext.campaign import remote, tracing
+from lisa_ext.campaign import meters, remote, tracing
+from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
+from lisa_ext.campaign.tools import missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
 
@@ -97,6 +99,10 @@ class _Journal:
         self.data["knobs"] = originals
         self._save()
 
+    def add_cleanup(self, command: str) -> None:
+        self.data.setdefault("cleanups", []).append(command)
+        self._save()
+
     def add_pid(self, pid: int) -> None:
         self.data["processes"].append({"pid": pid, "starttime": _process_starttime(self.target, pid)})
         self._save()
@@ -129,6 +135,7 @@ class CampaignRunner:
         self.echo = echo or (lambda msg: print(msg, file=sys.stderr))
         self.target = None
         self.tracefs: str | None = None
+        self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
         self._deployed_kernel: tuple[Path | None, object] = (None, None)
@@ -198,10 +205,14 @@ class CampaignRunner:
                 tools.add(tool)
                 if self.target.which(tool) is None:
                     problems.append(f"{tool} (workload {w.name}) is not installed on the target "
-                                    "(on Debian: bash scripts/install-system-packages.sh)")
+                                    f"({missing_tool_hint(tool)})")
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
+        try:
+            self.meter = meters.open_meter(self.target, self.spec.energy, str(self.spec.target))
+        except UserError as exc:
+            problems.append(str(exc))
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
         self.platform = platform_provenance(self.target)
@@ -219,6 +230,9 @@ class CampaignRunner:
             if proc.get("starttime") and _process_starttime(self.target, pid) == proc["starttime"]:
                 remote.kill_leftover(self.target, pid)
                 done.append(f"killed leftover process group {pid}")
+        for command in data.get("cleanups", []):
+            self.target.execute(command, as_root=True, check_exit_code=False)
+            done.append(f"ran cleanup: {command}")
         if data.get("instance") and self.tracefs:
             tracing.remove_instance(self.target, self.tracefs, data["instance"])
         failures = _knobs.revert_knobs(self.target, data.get("knobs", {}))
@@ -271,10 +285,10 @@ class CampaignRunner:
             "trace": None if not self._traced_run(key) else {
                 "events": list(spec.trace.events), "instance": instance,
                 "buffer_size_kb": spec.trace.buffer_size_kb},
-            "campaign_state": {k: v for k, v in self.state.items() if k.startswith("rtapp")},
+            "campaign_state": {k: v for k, v in self.state.items() if k.startswith(("rtapp", "ebizzy"))},
             "start": _now(),
         }
-        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state)
+        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state, journal.add_cleanup)
         status, error, metrics = "ok", None, []
         fatal: BaseException | None = None
         t0 = time.monotonic()
@@ -316,9 +330,16 @@ class CampaignRunner:
 
     def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
         trace = self.spec.trace
+
+        def run_workload() -> list[Metric]:
+            with meters.metered(self.meter, meta) as energy, CpuUtilWindow(self.target) as util:
+                metrics = workload.run(ctx)
+            meta["cpu_util"] = util.summary
+            return [*metrics, *util.metrics(), *energy]
+
         if not self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"])):
             meta["workload_start"] = _now()
-            metrics = workload.run(ctx)
+            metrics = run_workload()
             meta["workload_end"] = _now()
             return metrics
         output = self.target.path.join(ctx.remote_dir, "trace.dat")
@@ -327,7 +348,7 @@ class CampaignRunner:
                                buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
             meta["workload_start"] = _now()
             try:
-                return workload.run(ctx)
+                return run_workload()
             finally:
                 meta["workload_end"] = _now()
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lisa_ext.campaign.meters import METER_KINDS
 from lisa_ext.campaign.schema import Field, check_mapping, load_yaml
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
@@ -74,6 +75,8 @@ _TOP_SCHEMA = {
     "order": Field((str,), "interleave | group-by-variant",
                    check=lambda v: None if v in ORDERS else f"{v!r} is not one of: {', '.join(ORDERS)}"),
     "trace": Field((dict,), "tracing settings: events, buffer-size-kb"),
+    "energy": Field((str,), "energy meter read around each run: " + " | ".join(METER_KINDS),
+                    check=lambda v: None if v in METER_KINDS else f"{v!r} is not one of: {', '.join(METER_KINDS)}"),
     "variants": Field((list,), "list of variants, each with a name and knobs", True,
                       lambda v: None if v else "needs at least one variant"),
     "workloads": Field((list,), "list of workloads, each with a name and a kind", True,
@@ -150,6 +153,7 @@ class CampaignSpec:
     trace: TraceSpec | None
     order: str = "interleave"
     description: str = ""
+    energy: str = "none"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
 
@@ -246,5 +250,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> CampaignS
         trace=trace,
         order=top.get("order", "interleave"),
         description=str(top.get("description", "")),
+        energy=top.get("energy", "none"),
         raw=_plain(doc),
     )

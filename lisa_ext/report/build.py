@@ -27,10 +27,12 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.errors import UserError
+from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
 from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
 from lisa_ext.stats.compare import compare
+from lisa_ext.trace.cluster import map_traces
 
 __all__ = ["ReportOptions", "build_report", "TABLE_FILES"]
 
@@ -55,7 +57,12 @@ class ReportOptions:
     html: bool = True
     #: where to write; default ``<campaign>/report``
     out: str | os.PathLike | None = None
-    #: where the per-run trace work runs (see :func:`lisa_ext.trace.cluster.choose_scheduler`)
+    #: processes drawing figures that are not cached yet; default one per CPU
+    jobs: int | None = None
+    #: reuse figures and trace findings from ``$LISA_EXT_CACHE/report``
+    cache: bool = True
+    #: where the per-run trace work of uncached runs runs (see
+    #: :func:`lisa_ext.trace.cluster.choose_scheduler`)
     scheduler: str | None = None
 
 
@@ -66,18 +73,31 @@ class _TraceData:
     notes: dict   # note -> list of run labels
 
 
-def _collect_traces(campaign: Campaign, scheduler: str | None = None) -> _TraceData:
-    from lisa_ext.trace.cluster import map_traces
-    from lisa_ext.report.traces import collect_file
-
+def _collect_traces(campaign: Campaign, use_cache: bool = True,
+                    scheduler: str | None = None) -> _TraceData:
     data = _TraceData([], defaultdict(list), defaultdict(list))
     traced = [run for run in campaign.ok_runs if run.trace is not None]
-    results = map_traces(collect_file, [run.trace for run in traced], scheduler=scheduler)
-    for run, (findings, notes) in zip(traced, results):
+    cached = {run: report_cache.load_findings(run.trace) for run in traced} if use_cache else {}
+    todo = [run for run in traced if cached.get(run) is None]
+    fresh = {}
+    if todo:
+        # deferred: LISA and the analyses take seconds to import, and a cached
+        # report never needs them
+        from lisa_ext.report.traces import collect_file
+
+        # only the runs the cache lacks are analysed (serially or as Dask tasks)
+        fresh = dict(zip(todo, map_traces(collect_file, [run.trace for run in todo],
+                                          scheduler=scheduler)))
+    roots = (os.path.abspath(campaign.root), os.fspath(campaign.root))
+    for run in traced:
+        findings, notes = cached.get(run) or fresh[run]
+        if use_cache and run in fresh and findings is not None and not any(
+                root in note for root in roots for note in notes):
+            report_cache.store_findings(run.trace, findings, notes)
         for note in notes:
             # paths relative to the campaign, so a moved campaign reports the same
             # (Dask workers see absolute paths)
-            for root in (os.path.abspath(campaign.root), campaign.root):
+            for root in roots:
                 note = note.replace(f"{root}{os.sep}", "")
             data.notes[note].append(run.label)
         if findings is None:
@@ -133,7 +153,7 @@ def _window(frame: pd.DataFrame | None, column: str, start: float, end: float,
     return out[["time", "cpu", column]]
 
 
-def _timelines(campaign: Campaign, trace: _TraceData) -> list[tuple[str, object]]:
+def _timelines(campaign: Campaign, trace: _TraceData) -> list[figs.FigureSpec]:
     """Per workload and variant: the first traced run, around its p99 wakeup (a
     representative slow one; the very slowest is usually an outlier)."""
     found = []
@@ -172,22 +192,23 @@ def _timelines(campaign: Campaign, trace: _TraceData) -> list[tuple[str, object]
         wakeups = pd.DataFrame({"time": [0.0, float(worst["latency"]) * 1e3]})
         title = (f"{workload} / {variant} run {run.iteration}: p99 wakeup, pid "
                  f"{int(worst['pid'])}, {float(worst['latency']) * 1e6:.0f} us")
-        fig = figs.timeline_figure(panels, wakeups, title)
-        if fig is not None:
-            found.append((figs.figure_name(workload, variant, "timeline"), fig))
+        if any(frame is not None and not frame.empty for frame, _ in panels.values()):
+            found.append(figs.FigureSpec(figs.figure_name(workload, variant, "timeline"),
+                                         "timeline_figure", (panels, wakeups, title)))
     return found
 
 
 def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
-             trace: _TraceData) -> list[tuple[str, object]]:
+             trace: _TraceData) -> list[figs.FigureSpec]:
     found = []
     for (workload, metric), block in cmp.groupby(["workload", "metric"], sort=False):
         first = block.iloc[0]
         ylabel = first["unit"] or metric
         runs = metrics[(metrics["workload"] == workload) & (metrics["metric"] == metric)]
-        found.append((figs.figure_name(workload, metric),
-                      figs.metric_bars_figure(block, f"{workload}: {first['mean_kind']} {metric}",
-                                              ylabel, runs[["variant", "iteration", "value"]])))
+        found.append(figs.FigureSpec(
+            figs.figure_name(workload, metric), "metric_bars_figure",
+            (block, f"{workload}: {first['mean_kind']} {metric}", ylabel,
+             runs[["variant", "iteration", "value"]])))
     latencies = defaultdict(list)
     for run, frame in trace.frames.get("wakeup_latency", []):
         latencies[(run.workload, run.variant)].append(frame["latency"].to_numpy(float) * 1e6)
@@ -200,16 +221,17 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
                 q = np.quantile(pooled, np.linspace(0.0, 1.0, CDF_POINTS + 1))
                 parts.append(pd.DataFrame({"variant": variant, "latency": q}))
         if parts:
-            found.append((figs.figure_name(workload, "wakeup_latency_cdf"),
-                          figs.latency_cdf_figure(pd.concat(parts, ignore_index=True),
-                                                  f"{workload}: wakeup latency CDF")))
+            found.append(figs.FigureSpec(
+                figs.figure_name(workload, "wakeup_latency_cdf"), "latency_cdf_figure",
+                (pd.concat(parts, ignore_index=True), f"{workload}: wakeup latency CDF")))
     for frame_name, label, namer, title in (
             ("idle_residency", "idle state", _idle_state_name, "idle state residency"),
             ("frequency_residency", "frequency", _freq_name, "CPU frequency residency")):
         pct = _residency_pct(trace.frames.get(frame_name, []), namer)
         for workload, block in pct.groupby("workload", sort=False):
-            found.append((figs.figure_name(workload, frame_name),
-                          figs.residency_figure(block, f"{workload}: {title}", label)))
+            found.append(figs.FigureSpec(figs.figure_name(workload, frame_name),
+                                         "residency_figure",
+                                         (block, f"{workload}: {title}", label)))
     found.extend(_timelines(campaign, trace))
     return found
 
@@ -253,7 +275,8 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
     """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
     opts = opts or ReportOptions()
     campaign = read_campaign(campaign_dir)
-    trace = _collect_traces(campaign, opts.scheduler) if opts.traces else _TraceData([], {}, {})
+    trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
+             else _TraceData([], {}, {}))
     extra = pd.DataFrame(trace.rows) if trace.rows else None
     metrics = metrics_frame(campaign, extra)
     if metrics.empty:
@@ -277,13 +300,13 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
         for fmt, name in TABLE_FILES.items():
             (tmp / name).write_text(tables.render(cmp, fmt), encoding="utf-8")
         found = _figures(campaign, metrics, cmp, trace)
-        for name, fig in found:
-            figs.export(fig, tmp / "figures" / name)
-        if opts.html and found:
-            figs.export_html([fig for _, fig in found], tmp / "figures.html",
-                             f"{campaign.name} figures")
+        figs.render_figures(found, tmp / "figures",
+                            html=tmp / "figures.html" if opts.html else None,
+                            title=f"{campaign.name} figures", jobs=opts.jobs,
+                            use_cache=opts.cache)
         (tmp / "README.md").write_text(
-            _readme(campaign, opts, baseline, cmp, trace, [n for n, _ in found]), encoding="utf-8")
+            _readme(campaign, opts, baseline, cmp, trace, [f.name for f in found]),
+            encoding="utf-8")
         if final.exists():
             old = final.parent / f".{final.name}.old-{os.getpid()}"
             final.rename(old)

@@ -28,6 +28,11 @@ def register(subparsers) -> None:
                    help="ignore trace.dat files (faster)")
     p.add_argument("--no-html", dest="html", action="store_false",
                    help="skip the interactive figures.html")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="processes drawing the figures not cached yet (default: one per CPU)")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="draw every figure and analyse every trace again, ignoring "
+                        "$LISA_EXT_CACHE/report (default ~/.cache/lisa-ext/report)")
     p.add_argument("--out", metavar="DIR",
                    help="write the report here instead of CAMPAIGN_DIR/report (replaced whole)")
     add_scheduler_argument(p)
@@ -39,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     opts = ReportOptions(baseline=args.baseline, test=args.test, mean=args.mean,
                          alpha=args.alpha, traces=args.traces, html=args.html, out=args.out,
+                         jobs=args.jobs, cache=args.cache,
                          scheduler=args.scheduler)
     out = build_report(args.campaign_dir, opts)
     print(f"report written to {out}/ (README.md, comparison.*, figures/)")

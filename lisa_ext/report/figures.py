@@ -13,22 +13,34 @@ renumbered in order of first appearance after rendering.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
+import shutil
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from lisa_ext.report.cache import cache_root, code_digest, digest, library_versions
+
 __all__ = [
-    "metric_bars_figure",
-    "iteration_dots_figure",
-    "latency_cdf_figure",
-    "residency_figure",
-    "timeline_figure",
+    "FigureSpec",
     "export",
     "export_html",
+    "figure_name",
+    "iteration_dots_figure",
+    "latency_cdf_figure",
+    "metric_bars_figure",
+    "offline_resources",
+    "render_figures",
+    "residency_figure",
     "stable_html",
+    "timeline_figure",
 ]
 
 _HASHSALT = "lisa-ext"
@@ -193,17 +205,36 @@ def stable_html(html: str) -> str:
     return _SIMPLE_ID.sub(lambda m: simple.setdefault(m.group(0), f"p{1000 + len(simple)}"), html)
 
 
+def offline_resources():
+    """Bokeh's INLINE resources without the scripts and styles that imported
+    extensions declare: holoviews imports panel, whose models ask for
+    ``static/extensions/panel/...`` files that only a panel server serves, so a
+    standalone page would try (and fail) to load them. Our pages use bokeh's
+    own models only, and must not fetch anything."""
+    from bokeh.resources import Resources
+
+    class OfflineResources(Resources):
+        def _collect_external_resources(self, resource_attr):
+            return []
+
+        def clone(self, *, components=None):  # file_html clones: keep the override
+            copy = super().clone(components=components)
+            copy.__class__ = OfflineResources
+            return copy
+
+    return OfflineResources(mode="inline")
+
+
 def export_html(objs: Iterable, path: Path, title: str) -> Path:
     """All figures in one self-contained interactive HTML page (bokeh, inline JS)."""
     hv = _hv()
     from bokeh.embed import file_html
     from bokeh.layouts import column
-    from bokeh.resources import INLINE
 
     sized = [obj.opts(*[getattr(hv.opts, e)(width=760, height=340) for e in _ELEMENTS],
                       backend="bokeh", clone=True) for obj in objs]
     models = [hv.render(obj, backend="bokeh") for obj in sized]
-    html = file_html(column(*models), INLINE, title)
+    html = file_html(column(*models), offline_resources(), title)
     path.write_text(stable_html(html), encoding="utf-8")
     return path
 
@@ -213,3 +244,102 @@ def figure_name(*parts: str) -> str:
     text = "_".join(parts)
     text = re.sub(r"[^A-Za-z0-9.+-]+", "_", text).strip("_")
     return text or "figure"
+
+
+# --- cached, parallel rendering ----------------------------------------------
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure still to draw: ``builder`` names a ``*_figure`` function of this
+    module, called with ``args`` / ``kwargs`` (frames, strings, numbers). Keeping
+    the recipe instead of the holoviews object lets a report find its figures in
+    the cache without importing holoviews at all."""
+
+    name: str
+    builder: str
+    args: tuple
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def build(self):
+        return globals()[self.builder](*self.args, **self.kwargs)
+
+    def key(self, *options: Any) -> str:
+        """Hash of the data, the options, this module's code and the plotting libraries."""
+        return digest(_code_version(), self.builder, self.args, self.kwargs, *options)
+
+
+_CODE_VERSION: list[str] = []
+
+
+def _code_version() -> str:
+    if not _CODE_VERSION:
+        _CODE_VERSION.append(digest(code_digest([Path(__file__)]), library_versions(
+            "holoviews", "bokeh", "matplotlib", "pillow", "numpy", "pandas")))
+    return _CODE_VERSION[0]
+
+
+def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
+                dpi: int) -> None:
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".draw-") as tmp:
+        for path in export(spec.build(), Path(tmp) / key, formats, dpi):
+            os.replace(path, cache / path.name)
+
+
+def _draw_html(specs: Sequence[FigureSpec], target: Path, title: str) -> None:
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".draw-") as tmp:
+        path = export_html([s.build() for s in specs], Path(tmp) / target.name, title)
+        os.replace(path, target)
+
+
+def _run_all(tasks: list[tuple], jobs: int) -> None:
+    """Run ``(function, *args)`` tasks, in ``jobs`` forked processes when worth it
+    (each figure costs ~0.5 s of pure-Python holoviews/matplotlib work)."""
+    if jobs <= 1 or len(tasks) <= 1:
+        for func, *args in tasks:
+            func(*args)
+        return
+    # fork: workers inherit the imported modules instead of re-importing them
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+        for future in [pool.submit(func, *args) for func, *args in tasks]:
+            future.result()
+
+
+def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | None = None,
+                   title: str = "", formats: Sequence[str] = ("png", "svg"), dpi: int = 100,
+                   jobs: int | None = None, use_cache: bool = True) -> list[Path]:
+    """Write every spec as ``out_dir/<name>.<format>`` and, with ``html``, all of them
+    as one interactive page there. Figures come from the cache
+    (:mod:`lisa_ext.report.cache`) and only the missing ones are drawn, the
+    slowest (the HTML page) first, spread over ``jobs`` processes (default: one
+    per CPU)."""
+    jobs = jobs or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="lisa-ext-figures-") as scratch:
+        root = cache_root() if use_cache else Path(scratch)
+        fig_cache, html_cache = root / "figures", root / "html"
+        fig_cache.mkdir(parents=True, exist_ok=True)
+        keys = [spec.key(tuple(formats), dpi) for spec in specs]
+        tasks: list[tuple] = []
+        html_entry = None
+        if html is not None and specs:
+            html_cache.mkdir(parents=True, exist_ok=True)
+            html_entry = html_cache / f"{digest(_code_version(), title, keys)}.html"
+            if not html_entry.exists():
+                tasks.append((_draw_html, list(specs), html_entry, title))
+        queued = set()
+        for spec, key in zip(specs, keys):
+            if key not in queued and not all((fig_cache / f"{key}.{fmt}").exists()
+                                             for fmt in formats):
+                queued.add(key)
+                tasks.append((_draw_files, spec, fig_cache, key, tuple(formats), dpi))
+        _run_all(tasks, jobs)
+        written = []
+        for spec, key in zip(specs, keys):
+            for fmt in formats:
+                target = out_dir / f"{spec.name}.{fmt}"
+                shutil.copyfile(fig_cache / f"{key}.{fmt}", target)
+                written.append(target)
+        if html_entry is not None:
+            shutil.copyfile(html_entry, html)
+            written.append(html)
+    return written

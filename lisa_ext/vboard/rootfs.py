@@ -57,11 +57,18 @@ SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 #: Debian packages added to minbase. tini reaps orphans as PID 1 (there is no systemd).
+#: postgresql-15 (initdb, postgres, pgbench), dmsetup/cryptsetup-bin (fio on dm-crypt) and
+#: rt-tests (hackbench, cyclictest) serve the workload kinds; schbench and ebizzy are not
+#: packaged and are pushed by ``lisa-ext campaign tool install``.
 ROOTFS_PACKAGES: tuple[str, ...] = (
     "openssh-server",
     "trace-cmd",
     "fio",
     "rt-app",
+    "rt-tests",
+    "postgresql-15",
+    "dmsetup",
+    "cryptsetup-bin",
     "kexec-tools",
     "kmod",
     "iproute2",

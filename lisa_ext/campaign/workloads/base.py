@@ -31,6 +31,10 @@ class RunContext:
     """Call with the pid of every background process started, for crash recovery."""
     campaign_state: dict
     """Per-campaign values computed once (e.g. rt-app calibration), kept across resumes."""
+    on_cleanup: Callable[[str], None] = lambda command: None
+    """Call with an idempotent shell command undoing a change to the target (a server's
+    scratch directory, a dm device) before making it: if the runner is killed, the next
+    run executes it (as root) during recovery."""
 
 
 class Workload(abc.ABC):

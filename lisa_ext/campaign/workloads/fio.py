@@ -1,25 +1,35 @@
 """fio: block I/O jobs described by fio options, measured from fio's JSON output.
 
-Options are fio's own command-line options (``man fio``), e.g.
-``{rw: randread, bs: 4k, ioengine: psync, direct: 1, runtime: 5, time_based: 1,
-size: 64M}``. The data file is laid out before tracing starts so the first run
+Options are fio's own command-line options (``man fio``), passed through as
+given, e.g. RFC 001's ``{rw: randrw, bs: 32k, ioengine: libaio, iodepth: 64,
+numjobs: 8, verify: sha512, direct: 1, size: 256M}``. lisa-ext always adds
+``--group_reporting``, so with ``numjobs`` > 1 the metrics cover all jobs
+together; each job then gets its own data file (or, on dm-crypt, its own
+``size``-long region of the device via ``offset_increment``) so that ``verify``
+checks data no other job overwrote. The data file is laid out before tracing starts so the first run
 does not trace the layout. Metrics come from ``fio --output-format=json``
 (``jobs[0].read|write``): IOPS, bandwidth and completion-latency (``clat_ns``)
 mean and percentiles.
+
+``dm-crypt: {backing: loop | /dev/..., size-mb, cipher, flags}`` runs the job on
+a throw-away dm-crypt device (:mod:`~lisa_ext.campaign.workloads.dmcrypt`)
+created before the run and removed after it, failure included.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.schema import Field, Number
+from lisa_ext.campaign.schema import Field, Number, check_mapping
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
+from lisa_ext.campaign.workloads.dmcrypt import CRYPT_SCHEMA, CryptDevice
 from lisa_ext.errors import SpecError
 
-__all__ = ["Fio", "parse_fio_json"]
+__all__ = ["Fio", "parse_fio_json", "read_fio_json"]
 
 _RESERVED = ("name", "output", "output-format", "output_format", "group_reporting")
 #: fio clat percentile key -> metric suffix
@@ -55,6 +65,16 @@ def parse_fio_json(data: dict) -> list[Metric]:
     return metrics
 
 
+def read_fio_json(path) -> dict:
+    """fio's JSON output file; fio may write notes (``fio: ...``) before the JSON object."""
+    text = open(path, encoding="utf-8", errors="replace").read() if os.path.exists(path) else ""
+    start = text.find("{")
+    try:
+        return json.loads(text[start:]) if start >= 0 else json.loads(text)
+    except json.JSONDecodeError:
+        raise WorkloadError(f"{path}: not fio JSON output: {text.strip()[:300]!r}") from None
+
+
 def _fio_arg(key: str, value) -> str:
     if isinstance(value, bool):
         value = int(value)
@@ -67,7 +87,14 @@ class Fio(Workload):
     SCHEMA = {
         "options": Field((dict,), "fio options as key: value, e.g. rw: randread, bs: 4k", True),
         "timeout-s": Field(Number, "kill fio after this many seconds (default: 10 x runtime + 60)"),
+        "dm-crypt": Field((dict,), "run on a throw-away dm-crypt device: {backing: loop or /dev/..., "
+                          "size-mb, cipher, key-bytes, flags}"),
     }
+
+    def __init__(self, name: str, options: dict):
+        super().__init__(name, options)
+        if "dm-crypt" in options:
+            self.TOOLS = ("fio", "dmsetup", "losetup", "blockdev")
 
     @classmethod
     def check_options(cls, path, prefix, options):
@@ -79,11 +106,28 @@ class Fio(Workload):
                 raise SpecError(path, where, f"set by lisa-ext itself; do not use: {', '.join(_RESERVED)}")
             if not isinstance(value, (str, int, float, bool)):
                 raise SpecError(path, where, f"expected a string or a number, got {value!r}")
+        if "dm-crypt" in options:
+            check_mapping(path, options["dm-crypt"], f"{prefix}.dm-crypt", CRYPT_SCHEMA)
+            for key in ("filename", "directory"):
+                if key in options["options"]:
+                    raise SpecError(path, f"{prefix}.options.{key}",
+                                    "not allowed with dm-crypt (fio runs on the dm-crypt device)")
 
     def _job_args(self, ctx: RunContext) -> str:
         opts = dict(self.options["options"])
-        if "filename" not in opts and "directory" not in opts:
-            opts["filename"] = self._default_file(ctx.target)
+        device = getattr(self, "_device", None)
+        several = int(str(opts.get("numjobs", 1))) > 1
+        if device is not None:
+            opts["filename"] = device.path
+            if several and "size" in opts and "offset_increment" not in opts:
+                # each job its own region of the device: verify fails when jobs overwrite each other
+                opts["offset_increment"] = opts["size"]
+        elif "filename" not in opts and "directory" not in opts:
+            if several:
+                # fio names each job's file <name>.<job>.0 in the directory: one file per job
+                opts["directory"] = ctx.target.path.dirname(self._default_file(ctx.target))
+            else:
+                opts["filename"] = self._default_file(ctx.target)
         args = [_fio_arg("name", self.name)] + [_fio_arg(k, v) for k, v in opts.items()]
         return " ".join(args)
 
@@ -99,10 +143,16 @@ class Fio(Workload):
 
     def prepare(self, ctx: RunContext) -> None:
         target = ctx.target
-        if "filename" not in self.options["options"] and "directory" not in self.options["options"]:
+        if "dm-crypt" in self.options:
+            scratch = target.path.join(target.working_directory, "lisa-ext-fio")
+            self._device = CryptDevice(target, f"lisa-ext-{self.name}", self.options["dm-crypt"], scratch)
+            self._device.create(ctx)
+        elif "filename" not in self.options["options"] and "directory" not in self.options["options"]:
             target.execute(f"mkdir -p {remote.quote(target.path.dirname(self._default_file(target)))}")
         # lay the data file out now, so that no run traces the layout
-        out = target.execute(f"fio --create_only=1 {self._job_args(ctx)} 2>&1; echo \"rc=$?\"",
+        # in the run directory: fio leaves files in its working directory (verify state)
+        out = target.execute(f"cd {remote.quote(ctx.remote_dir)} && fio --create_only=1 {self._job_args(ctx)} 2>&1; "
+                             "echo \"rc=$?\"",
                              check_exit_code=False, timeout=600)
         output, _, status = out.rstrip().rpartition("\n")
         if status != "rc=0":
@@ -123,8 +173,13 @@ class Fio(Workload):
             stderr = (ctx.local_dir / "fio.stderr")
             text = stderr.read_text(errors="replace") if stderr.exists() else ""
             raise WorkloadError(f"fio exited with status {rc}: {_tail(text)}")
-        with open(ctx.local_dir / "fio.json", encoding="utf-8") as f:
-            return parse_fio_json(json.load(f))
+        return parse_fio_json(read_fio_json(ctx.local_dir / "fio.json"))
+
+    def cleanup(self, ctx: RunContext) -> None:
+        device = getattr(self, "_device", None)
+        if device is not None:
+            device.remove()
+            self._device = None
 
 
 def _tail(text: str, lines: int = 3) -> str:

@@ -1,0 +1,153 @@
+"""Energy meters read around each campaign run (campaign option ``energy:``).
+
+* ``hwmon``: the Linux hwmon energy counters (Documentation/hwmon/sysfs-interface.rst:
+  ``/sys/class/hwmon/hwmonN/energyK_input``, microjoules, monotonic, with an
+  optional ``energyK_label``), as Juno-class boards expose their energy sensors
+  and as the virtual board's emulation module does
+  (kernels/platform-emu/lisa_emu_cpufreq.c, labels ``pd<first CPU>``).
+* ``pixel6``: the Pixel 6 on-device power monitor (ODPM), exposed by its IIO
+  driver as ``/sys/bus/iio/devices/iio:deviceN/energy_value``: a ``t=<ms>``
+  line then one ``CH<k>(T=<ms>)[<rail>], <energy>`` line per rail, energy in
+  microwatt-seconds (= microjoules). Implemented from that format, NOT tested
+  here (no phone).
+* ``none``: no meter.
+
+LISA's own meters (lisa.energy_meter.HWMon) need devlib's hwmon module and
+scan every sensor at start; one shell command per reading is all a
+before/after measurement needs, so the readers here are small and share one
+shape. Each reading is one command on the target; a run's figures are the
+differences between the reading just before and just after the workload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from lisa_ext.campaign.store import Metric
+from lisa_ext.errors import UserError
+
+__all__ = ["METER_KINDS", "Meter", "metered", "open_meter", "parse_hwmon", "parse_pixel6"]
+
+METER_KINDS = ("none", "hwmon", "pixel6")
+
+_HWMON_CMD = ("for f in /sys/class/hwmon/hwmon*/energy*_input; do [ -r \"$f\" ] || continue; "
+              "l=\"${f%_input}_label\"; printf '%s %s %s\\n' \"$f\" \"$(cat \"$f\")\" "
+              "\"$( [ -r \"$l\" ] && cat \"$l\" )\"; done")
+_PIXEL6_CMD = ("for f in /sys/bus/iio/devices/iio:device*/energy_value; do [ -r \"$f\" ] || continue; "
+               "echo \"== $f\"; cat \"$f\"; done")
+_PIXEL6_LINE = re.compile(r"^CH(\d+)\(T=(\d+)\)\[([^\]]+)\],\s*(\d+)\s*$")
+
+
+def parse_hwmon(text: str) -> dict[str, int]:
+    """``path value label`` lines -> {channel: uJ}; a channel is its label, else its hwmon path."""
+    channels = {}
+    for line in text.splitlines():
+        parts = line.split(maxsplit=2)
+        if len(parts) < 2 or not parts[1].isdigit():
+            continue
+        path, value = parts[0], int(parts[1])
+        name = parts[2].strip() if len(parts) == 3 and parts[2].strip() else path.split("/sys/class/hwmon/")[-1]
+        channels[name] = value
+    return channels
+
+
+def parse_pixel6(text: str) -> dict[str, int]:
+    """The ``energy_value`` files -> {rail: uJ} (microwatt-seconds)."""
+    channels = {}
+    for line in text.splitlines():
+        m = _PIXEL6_LINE.match(line.strip())
+        if m:
+            channels[m[3]] = int(m[4])
+    return channels
+
+
+@dataclass
+class Meter:
+    """A meter on one target: kind, how to read it, the channels it found at pre-flight."""
+
+    kind: str
+    target: Any
+    command: str
+    channels: tuple[str, ...]
+    target_name: str = "the target"
+
+    def read(self) -> dict[str, int]:
+        """Cumulative energy per channel, microjoules."""
+        text = self.target.execute(self.command, as_root=True, check_exit_code=False)
+        return (parse_hwmon if self.kind == "hwmon" else parse_pixel6)(text)
+
+
+def open_meter(target: Any, kind: str, target_name: str = "the target") -> Meter | None:
+    """The meter of ``kind`` on ``target``, read once: a pre-flight check that
+    names the target and what is missing when it cannot be read."""
+    if kind == "none":
+        return None
+    if kind not in METER_KINDS:
+        raise UserError(f"energy: {kind!r} is not a meter kind; allowed: {', '.join(METER_KINDS)}")
+    command = _HWMON_CMD if kind == "hwmon" else _PIXEL6_CMD
+    meter = Meter(kind, target, command, (), target_name)
+    channels = meter.read()
+    if not channels:
+        where = ("no readable /sys/class/hwmon/hwmon*/energy*_input (a kernel with CONFIG_HWMON "
+                 "and an energy sensor driver; on the virtual board the lisa_emu_cpufreq module)"
+                 if kind == "hwmon" else
+                 "no readable /sys/bus/iio/devices/iio:device*/energy_value (Pixel 6 ODPM driver)")
+        raise UserError(f"energy meter {kind} cannot be read on {target_name}: {where}")
+    meter.channels = tuple(sorted(channels))
+    return meter
+
+
+def _energy_model(target: Any, target_name: str) -> dict | None:
+    """The target's Energy Model, so that each run's trace can be priced as the meter was."""
+    # Deferred: lisa_ext.analysis registers every LISA analysis on import, which
+    # campaign spec checking (this module's other user) must not pay for.
+    from lisa_ext.analysis.energy_model import model_from_target
+
+    try:
+        return model_from_target(target, name=target_name).to_dict()
+    except UserError:
+        return None  # no Energy Model on this target (most real boards): the meter alone
+
+
+@contextlib.contextmanager
+def metered(meter: Meter | None, meta: dict) -> Iterator[list[Metric]]:
+    """Read ``meter`` around the block; on success the yielded list receives the
+    metrics (``energy_<channel>_j``, ``energy_j``, ``power_mw``) and
+    ``meta["energy"]`` the meter kind, channels and sampling, and the target's
+    Energy Model when it has one (to price the run's trace as the meter did)."""
+    metrics: list[Metric] = []
+    if meter is None:
+        yield metrics
+        return
+    # read per run: a kernel variant may bring other tables than the previous run's
+    model = _energy_model(meter.target, meter.target_name)
+    before, t0 = meter.read(), time.monotonic()
+    yield metrics
+    after, t1 = meter.read(), time.monotonic()
+    duration = t1 - t0
+    channels = {}
+    for name in meter.channels:
+        if name not in before or name not in after:
+            raise UserError(f"energy meter {meter.kind}: channel {name} disappeared during the run")
+        channels[name] = (after[name] - before[name]) / 1e6
+    total = sum(channels.values())
+    power_mw = 1000.0 * total / duration if duration > 0 else float("nan")
+    for name, joules in channels.items():
+        metrics.append(Metric(f"energy_{re.sub(r'[^A-Za-z0-9_]+', '_', name)}_j", joules, "J", True))
+    metrics += [Metric("energy_j", total, "J", True), Metric("power_mw", power_mw, "mW", True)]
+    meta["energy"] = {
+        "meter": meter.kind,
+        "channels": {name: {"energy_j": j, "before_uj": before[name], "after_uj": after[name]}
+                     for name, j in channels.items()},
+        "total_energy_j": total,
+        "avg_power_mw": power_mw,
+        "duration_s": round(duration, 6),
+        "sampling": "cumulative counters read once just before and once just after the workload "
+                    "(host monotonic clock between the two reads)",
+    }
+    if model is not None:
+        meta["energy"]["model"] = model

@@ -1,0 +1,99 @@
+"""Workload binaries Debian does not package: built from a source directory, installed on a target.
+
+schbench and the sleeping ebizzy (RFC 003/004) come as source trees the user
+provides (``--src DIR``). :func:`build_tool` copies the tree into the cache
+(``$LISA_EXT_CACHE/tools`` or ``~/.cache/lisa-ext/tools``), keyed by a hash of
+its files, and runs the tool's build commands there, so the source directory
+is never written to and an unchanged tree is built once. :func:`install_tool`
+pushes the binary into the target's executables directory (devlib
+``Target.install``: local host, SSH board, the virtual board or Android alike),
+where every later target command finds it on PATH.
+
+:func:`missing_tool_hint` is how the campaign runner tells the user how to
+provide a binary its target lacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+
+__all__ = ["BUILDABLE", "Recipe", "build_tool", "install_tool", "missing_tool_hint", "tools_cache_dir"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to build one tool from its source tree."""
+
+    commands: tuple[tuple[str, ...], ...]
+    binary: str
+    """Path of the built binary inside the tree."""
+    marker: str
+    """A file every genuine source tree of the tool has, to catch a wrong ``--src``."""
+    origin: str
+
+
+BUILDABLE: dict[str, Recipe] = {
+    "schbench": Recipe((("make",),), "schbench", "schbench.c", "github masoncl/schbench"),
+    "ebizzy": Recipe((("sh", "./configure"), ("make",)), "ebizzy", "ebizzy.c",
+                     "github pratiksampat/sleeping-ebizzy (the sleeping ebizzy of RFC 003)"),
+}
+
+
+def tools_cache_dir() -> Path:
+    """``$LISA_EXT_CACHE/tools``, else ``~/.cache/lisa-ext/tools``."""
+    env = os.environ.get("LISA_EXT_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "lisa-ext") / "tools"
+
+
+def _tree_hash(src: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in src.rglob("*") if p.is_file() and ".git" not in p.parts):
+        h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def build_tool(name: str, src: str | os.PathLike) -> Path:
+    """Build ``name`` from the source tree ``src`` into the cache; returns the binary's path."""
+    recipe = BUILDABLE.get(name)
+    if recipe is None:
+        raise UserError(f"cannot build {name!r}: lisa-ext builds {', '.join(BUILDABLE)}")
+    src = Path(src).resolve()
+    if not (src / recipe.marker).is_file():
+        raise UserError(f"{src}: not a {name} source tree (no {recipe.marker}; sources: {recipe.origin})")
+    build_dir = tools_cache_dir() / f"{name}-{_tree_hash(src)}"
+    binary = build_dir / recipe.binary
+    if binary.is_file():
+        return binary
+    tmp = build_dir.with_name(build_dir.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(".git"))
+    for command in recipe.commands:
+        proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
+        if proc.returncode != 0:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise UserError(f"building {name} in {tmp}: {' '.join(command)} failed: {' | '.join(last)}")
+    if not (tmp / recipe.binary).is_file():
+        raise UserError(f"building {name} in {tmp} produced no {recipe.binary}")
+    shutil.rmtree(build_dir, ignore_errors=True)
+    os.replace(tmp, build_dir)
+    return binary
+
+
+def install_tool(target, binary: str | os.PathLike) -> str:
+    """Push ``binary`` into the target's executables directory; returns its path there."""
+    return target.install(str(binary))
+
+
+def missing_tool_hint(tool: str) -> str:
+    """One sentence telling the user how to provide ``tool`` on the target."""
+    if tool in BUILDABLE:
+        return (f"build and install it from its sources ({BUILDABLE[tool].origin}): "
+                f"lisa-ext campaign tool install {tool} --src DIR --target TARGET.yml")
+    return "on Debian: bash scripts/install-system-packages.sh"

@@ -1,0 +1,117 @@
+"""A throw-away dm-crypt device for a workload's I/O (RFC 001: fio on dm-crypt).
+
+The device-mapper ``crypt`` target (drivers/md/dm-crypt.c) encrypts each bio
+in its ``kcryptd`` workqueue, which is unbound unless ``same_cpu_crypt`` is
+given: the work the workqueue affinity scopes place. The device is created
+with ``dmsetup create`` and a table line::
+
+    0 <sectors> crypt <cipher> <hex key> 0 <backing device> 0 [<n> <flags>...]
+
+over either a given scratch block device or a sparse loop file (``losetup``).
+The key is random (``/dev/urandom``) and thrown away: the data never outlives
+the run. Before anything is created an idempotent cleanup command is handed to
+the runner (:attr:`RunContext.on_cleanup`), so a device or loop left behind by a
+killed runner is removed on resume; :meth:`CryptDevice.remove` undoes it all
+after the run, failure included.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lisa_ext.campaign import remote
+from lisa_ext.campaign.schema import Field
+from lisa_ext.campaign.workloads.base import RunContext, WorkloadError
+
+__all__ = ["CRYPT_SCHEMA", "CRYPT_FLAGS", "CryptDevice"]
+
+#: optional dm-crypt table parameters (Documentation/admin-guide/device-mapper/dm-crypt.rst)
+CRYPT_FLAGS = ("same_cpu_crypt", "submit_from_crypt_cpus", "no_read_workqueue", "no_write_workqueue")
+
+
+def _check_flags(value: list) -> str | None:
+    bad = [f for f in value if f not in CRYPT_FLAGS]
+    return f"unknown dm-crypt flag(s) {bad}; allowed: {', '.join(CRYPT_FLAGS)}" if bad else None
+
+
+CRYPT_SCHEMA = {
+    "backing": Field((str,), "'loop' (a sparse file on the target) or a scratch block device, e.g. /dev/vdb "
+                     "(its data is destroyed)", True,
+                     lambda v: None if v == "loop" or v.startswith("/dev/") else "must be loop or a /dev/ path"),
+    "size-mb": Field((int,), "size of the loop file in MiB (default 512; loop only)",
+                     check=lambda v: None if v > 0 else "must be positive"),
+    "cipher": Field((str,), "dm-crypt cipher spec (default aes-xts-plain64)",
+                    check=lambda v: None if re.match(r"^[a-z0-9_()-]+$", v) else "not a cipher spec"),
+    "key-bytes": Field((int,), "random key length in bytes (default 64: AES-256 in XTS mode)",
+                       check=lambda v: None if v in (16, 24, 32, 48, 64) else "must be 16, 24, 32, 48 or 64"),
+    "flags": Field((list,), f"dm-crypt optional parameters, any of: {', '.join(CRYPT_FLAGS)}",
+                   check=_check_flags),
+}
+
+
+@dataclass
+class CryptDevice:
+    """One dm-crypt device on the target, named ``name`` (``/dev/mapper/<name>``)."""
+
+    target: object
+    name: str
+    options: dict
+    scratch: str
+    """Directory on the target for the loop file."""
+
+    @property
+    def path(self) -> str:
+        return f"/dev/mapper/{self.name}"
+
+    @property
+    def _loop_file(self) -> str:
+        return self.target.path.join(self.scratch, f"{self.name}.img")
+
+    def cleanup_command(self) -> str:
+        q = remote.quote
+        # without udev (the virtual board) dmsetup leaves the /dev/mapper node behind: mknodes drops it
+        command = f"dmsetup remove --retry {q(self.name)} 2>/dev/null; dmsetup mknodes 2>/dev/null"
+        if self.options["backing"] == "loop":
+            command += (f"; for l in $(losetup -n -O NAME -j {q(self._loop_file)} 2>/dev/null); do "
+                        f"losetup -d $l; done; rm -f {q(self._loop_file)}")
+        return command + "; true"
+
+    def _execute(self, command: str, what: str) -> str:
+        out = self.target.execute(f"{command} 2>&1; echo rc=$?", as_root=True, check_exit_code=False, timeout=120)
+        text, _, status = out.rstrip().rpartition("\n")
+        if status.strip() != "rc=0":
+            raise WorkloadError(f"dm-crypt setup: {what} failed: {text.strip()[-300:] or '(no output)'}")
+        return text.strip()
+
+    def create(self, ctx: RunContext) -> str:
+        """Create the device; returns its path. Registers the cleanup first."""
+        q = remote.quote
+        ctx.on_cleanup(self.cleanup_command())
+        if self.target.execute(f"dmsetup info {q(self.name)} >/dev/null 2>&1 && echo exists",
+                               as_root=True, check_exit_code=False).strip() == "exists":
+            raise WorkloadError(f"dm-crypt setup: a device named {self.name} already exists "
+                                f"(remove it with: dmsetup remove {self.name})")
+        self._execute("modprobe dm-crypt 2>/dev/null; dmsetup targets | grep -qw crypt",
+                      "finding the dm-crypt target (kernel without CONFIG_DM_CRYPT, or no dmsetup?)")
+        backing = self.options["backing"]
+        if backing == "loop":
+            size = int(self.options.get("size-mb", 512))
+            self._execute(f"mkdir -p {q(self.scratch)} && truncate -s {size}M {q(self._loop_file)}",
+                          "creating the loop file")
+            backing = self._execute(f"losetup -f --show {q(self._loop_file)}", "losetup")
+        sectors = self._execute(f"blockdev --getsz {q(backing)}", f"reading the size of {backing}")
+        flags = list(self.options.get("flags", []))
+        extra = f" {len(flags)} {' '.join(flags)}" if flags else ""
+        cipher = self.options.get("cipher", "aes-xts-plain64")
+        # the key only ever exists in the kernel and this shell's argument list
+        table = f"0 {sectors} crypt {cipher} $(od -An -tx1 -N{int(self.options.get('key-bytes', 64))} /dev/urandom | tr -d ' \\n') 0 {backing} 0{extra}"
+        self._execute(f'dmsetup create {q(self.name)} --table "{table}"', "dmsetup create")
+        # with udev the node appears once udev processed the event; without it, mknodes makes it.
+        # Never let fio start on a missing node: it would create a plain file in /dev/mapper.
+        self._execute(f"udevadm settle 2>/dev/null; dmsetup mknodes {q(self.name)} && test -b {q(self.path)}",
+                      f"creating the block device node {self.path}")
+        return self.path
+
+    def remove(self) -> None:
+        self.target.execute(self.cleanup_command(), as_root=True, check_exit_code=False, timeout=120)

@@ -1,0 +1,204 @@
+"""pgbench against a throw-away PostgreSQL cluster created for each run (RFC 004, mmtests pgbench).
+
+Per run, on the target and outside the traced window: ``initdb`` in a fresh
+scratch directory (``mktemp -d /tmp/lisa-ext-pg.XXXXXX``), ``postgres`` started
+on a private unix-socket directory with TCP listening off
+(``listen_addresses=''``), ``pgbench -i -s SCALE``; the traced run is then
+``pgbench`` with the spec's options over that socket. Afterwards (failure
+included) the server gets a fast shutdown (SIGINT, SIGKILL after a grace
+period) and the scratch directory is removed.
+
+PostgreSQL refuses to run as root, so initdb, postgres and pgbench run as the
+unprivileged ``postgres`` user that Debian's postgresql package creates
+(``runuser -u postgres --``); the ``user`` option names another one. The
+server's binaries are found in ``/usr/lib/postgresql/<version>/bin`` (newest
+version), or on PATH.
+
+If the runner is SIGKILLed, its recovery runs the cleanup command registered
+with :attr:`RunContext.on_cleanup` before the server started: it kills the
+postmaster named in ``postmaster.pid`` and removes the scratch directory.
+
+Metrics from pgbench's report: ``tps`` (without initial connection time),
+``latency_avg``/``latency_stddev`` (ms), ``transactions``, ``failed``, and
+with ``rate`` / ``latency-limit-ms`` also ``skipped``, ``late`` and the rate
+limit schedule lag.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+
+from lisa_ext.campaign import remote
+from lisa_ext.campaign.schema import Field, Number
+from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
+from lisa_ext.campaign.workloads.command import run_logged, tail
+from lisa_ext.errors import UserError
+
+__all__ = ["Pgbench", "parse_pgbench", "postgres_bindir"]
+
+_PORT = 5432
+#: pgbench report line -> metric name, unit, lower_is_better
+_LINES = (
+    (r"^number of transactions actually processed: (\d+)", "transactions", "count", False),
+    (r"^number of failed transactions: (\d+)", "failed", "count", True),
+    (r"^number of transactions skipped: (\d+)", "skipped", "count", True),
+    (r"^number of transactions above the [0-9.]+ ms latency limit: (\d+)", "late", "count", True),
+    (r"^latency average = ([0-9.]+) ms", "latency_avg", "ms", True),
+    (r"^latency stddev = ([0-9.]+) ms", "latency_stddev", "ms", True),
+    (r"^rate limit schedule lag: avg ([0-9.]+)", "lag_avg", "ms", True),
+    (r"^rate limit schedule lag: avg [0-9.]+ \(max ([0-9.]+)\)", "lag_max", "ms", True),
+    (r"^initial connection time = ([0-9.]+) ms", "connection_time", "ms", True),
+    (r"^tps = ([0-9.]+) \(without initial connection time\)", "tps", "transactions/s", False),
+)
+
+
+def parse_pgbench(text: str) -> list[Metric]:
+    """Metrics from pgbench's final report (see the module docstring)."""
+    metrics = []
+    for pattern, name, unit, lower in _LINES:
+        m = re.search(pattern, text, re.M)
+        if m:
+            metrics.append(Metric(name, float(m.group(1)), unit, lower))
+    if not any(m.name == "tps" for m in metrics):
+        raise WorkloadError(f"pgbench printed no 'tps = ...' line: {tail(text)}")
+    return metrics
+
+
+def postgres_bindir(target) -> str:
+    """Directory holding initdb and postgres on the target; UserError when there is none."""
+    out = target.execute(
+        "for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do "
+        "[ -x $d/initdb ] && [ -x $d/postgres ] && echo $d && exit 0; done; "
+        "p=$(command -v initdb) && [ -x $(dirname $p)/postgres ] && dirname $p", check_exit_code=False).strip()
+    if not out:
+        raise UserError("pgbench workload: PostgreSQL's initdb/postgres are not installed on the target "
+                        "(on Debian: apt-get install postgresql, or bash scripts/install-system-packages.sh)")
+    return out.splitlines()[0]
+
+
+def _positive(v) -> str | None:
+    return None if v > 0 else "must be positive"
+
+
+def _check_settings(value: dict) -> str | None:
+    for key, v in value.items():
+        if not re.match(r"^[a-z_.]+$", str(key)) or not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            return f"{key!r}: expected a PostgreSQL setting name with a string or number value"
+        if key in ("listen_addresses", "port", "unix_socket_directories"):
+            return f"{key} is set by lisa-ext itself (private socket, no TCP)"
+    return None
+
+
+class Pgbench(Workload):
+    KIND = "pgbench"
+    TOOLS = ("pgbench", "runuser")
+    SCHEMA = {
+        "duration-s": Field((int,), "seconds the benchmark runs (-T)", True, _positive),
+        "clients": Field((int,), "concurrent client sessions (-c, default 1)", check=_positive),
+        "threads": Field((int,), "pgbench worker threads (-j, default 1)", check=_positive),
+        "scale": Field((int,), "scale factor of pgbench -i (default 1, 100000 rows per unit)",
+                       check=_positive),
+        "select-only": Field((bool,), "built-in select-only script (-S)"),
+        "no-vacuum": Field((bool,), "skip vacuuming before the run (-n)"),
+        "rate": Field(Number, "target transactions per second over all clients (-R)", check=_positive),
+        "latency-limit-ms": Field(Number, "count transactions above this latency as late (-L)",
+                                  check=_positive),
+        "server-settings": Field((dict,), "postgres settings passed as -c key=value",
+                                 check=_check_settings),
+        "socket-dir": Field((str,), "directory for the server's unix socket "
+                            "(default: a private one in the scratch directory)"),
+        "user": Field((str,), "unprivileged user running the server and pgbench (default postgres)",
+                      check=lambda v: None if re.match(r"^[a-z_][a-z0-9_-]*$", v) else "not a user name"),
+        "timeout-s": Field(Number, "kill pgbench after this many seconds (default: 3 x duration + 120)"),
+    }
+
+    def _as_user(self, command: str) -> str:
+        return f"runuser -u {self.options.get('user', 'postgres')} -- {command}"
+
+    def pgbench_args(self) -> str:
+        o = self.options
+        args = [f"-T {int(o['duration-s'])}", f"-c {int(o.get('clients', 1))}", f"-j {int(o.get('threads', 1))}"]
+        if o.get("select-only"):
+            args.append("-S")
+        if o.get("no-vacuum"):
+            args.append("-n")
+        if "rate" in o:
+            args.append(f"-R {o['rate']}")
+        if "latency-limit-ms" in o:
+            args.append(f"-L {o['latency-limit-ms']}")
+        return " ".join(args)
+
+    def setup_campaign(self, target, state: dict) -> None:
+        postgres_bindir(target)
+
+    def prepare(self, ctx: RunContext) -> None:
+        target = ctx.target
+        bindir = postgres_bindir(target)
+        user = self.options.get("user", "postgres")
+        scratch = target.execute("mktemp -d /tmp/lisa-ext-pg.XXXXXX", as_root=True).strip()
+        self._scratch = scratch
+        pidfile = f"{scratch}/data/postmaster.pid"
+        ctx.on_cleanup(f"[ -f {pidfile} ] && kill -9 $(head -1 {pidfile}) 2>/dev/null; rm -rf {scratch}")
+        sock = self.options.get("socket-dir", f"{scratch}/sock")
+        self._socket = sock
+        q = remote.quote
+        target.execute(f"mkdir -p {q(sock)} && chown {user} {q(scratch)} {q(sock)}", as_root=True)
+        out = target.execute(self._as_user(f"{bindir}/initdb -D {scratch}/data -A trust -U postgres "
+                                           f"--no-sync 2>&1; echo rc=$?"), as_root=True, timeout=300)
+        if not out.rstrip().endswith("rc=0"):
+            raise WorkloadError(f"initdb failed: {tail(out.rstrip().rpartition(chr(10))[0])}")
+        settings = dict(self.options.get("server-settings", {}))
+        settings.update({"listen_addresses": "", "unix_socket_directories": sock, "port": _PORT})
+        conf = " ".join(q(f"-c{k}={v}") for k, v in settings.items())
+        self._server = remote.start(
+            target, self._as_user(f"{bindir}/postgres -D {scratch}/data {conf}") + f" >{scratch}/server.log 2>&1",
+            as_root=True, on_pid=ctx.on_pid)
+        self._wait_ready(ctx, pidfile, f"{scratch}/server.log")
+        init = target.execute(self._as_user(f"pgbench -h {q(sock)} -p {_PORT} -i -s "
+                                            f"{int(self.options.get('scale', 1))} -q postgres 2>&1; echo rc=$?"),
+                              as_root=True, timeout=1800)
+        (ctx.local_dir / "pgbench-init.log").write_text(init)
+        if not init.rstrip().endswith("rc=0"):
+            raise WorkloadError(f"pgbench -i failed: {tail(init.rstrip().rpartition(chr(10))[0])}")
+
+    def _wait_ready(self, ctx: RunContext, pidfile: str, log: str, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._server.poll() is not None:
+                text = ctx.target.execute(f"cat {log}", as_root=True, check_exit_code=False)
+                raise WorkloadError(f"the PostgreSQL server did not start: {tail(text)}")
+            status = ctx.target.execute(f"sed -n 8p {pidfile} 2>/dev/null", as_root=True,
+                                        check_exit_code=False).strip()
+            if status == "ready":
+                return
+            time.sleep(0.2)
+        raise WorkloadError(f"the PostgreSQL server was not ready after {timeout_s:.0f} s")
+
+    def run(self, ctx: RunContext) -> list[Metric]:
+        # the remote run directory belongs to root; pgbench's report comes back over stdout
+        command = self._as_user(f"pgbench -h {remote.quote(self._socket)} -p {_PORT} "
+                                f"{self.pgbench_args()} postgres")
+        timeout = float(self.options.get("timeout-s", 3 * self.options["duration-s"] + 120))
+        stdout, _ = run_logged(ctx, command, "pgbench", timeout, "pgbench")
+        return parse_pgbench(stdout)
+
+    def cleanup(self, ctx: RunContext) -> None:
+        target = ctx.target
+        server = getattr(self, "_server", None)
+        scratch = getattr(self, "_scratch", None)
+        if server is not None:
+            # SIGINT to the postmaster: "fast" shutdown, it stops its backends itself
+            target.execute(f"kill -INT $(head -1 {scratch}/data/postmaster.pid) 2>/dev/null",
+                           as_root=True, check_exit_code=False)
+            if remote.stop(target, server, signal.SIGINT, grace_s=30) == -signal.SIGKILL:
+                target.execute(f"kill -9 $(head -1 {scratch}/data/postmaster.pid) 2>/dev/null",
+                               as_root=True, check_exit_code=False)
+        if scratch is not None:
+            log = f"{scratch}/server.log"
+            if target.file_exists(log):
+                target.pull(log, str(ctx.local_dir / "postgres-server.log"), as_root=True)
+            target.execute(f"rm -rf {remote.quote(scratch)}", as_root=True, check_exit_code=False)
+        self._server = self._scratch = None

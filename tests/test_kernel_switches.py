@@ -1,0 +1,162 @@
+"""The runtime switches of the ondemand-bursty and idle-gating kernel, on a real boot (QEMU TCG).
+
+One kernel carries both patches (kernels/patches/0003-*, 0004-*). A static /init
+(tests/kernel_switches_init.c) prints the switches as booted, runs a traced bursty
+task under ondemand with cpufreq_governor.copy_prev_load=N then Y, and a traced
+periodic task with idle_gating.comm unset then naming it; the trace comes back on
+the console and is analysed here:
+
+- ondemand: after each wake-up from a 60 ms sleep, how long CPU 1's policy runs
+  below the frequency it had when the task went to sleep (the RFC's "frequency
+  drops for ~one sampling period after each wake-up"), per setting;
+- gating: the cpuidle states CPU 2 enters while the marked task belongs to it.
+
+One boot, ~1 minute with the kernel built.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from test_kernel_emulation import _require, boot
+
+from lisa_ext.kernel.build import build_variant
+
+REPO = Path(__file__).resolve().parents[1]
+KERNELS = REPO / "kernels"
+PARAM_COPY = "/sys/module/cpufreq_governor/parameters/copy_prev_load"
+PARAM_COMM = "/sys/module/idle_gating/parameters/comm"
+EXIT = 4294967295  # cpu_idle state of an idle exit (PWR_EVENT_EXIT)
+
+pytestmark = pytest.mark.vboard
+
+LINE = re.compile(r"^T\s+(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+): "
+                  r"(?P<event>\w+): (?P<body>.*)$", re.M)
+
+
+@dataclass(frozen=True)
+class Event:
+    ts: float
+    cpu: int
+    event: str
+    fields: dict[str, str]
+    body: str
+
+
+def parse_trace(console: str) -> list[Event]:
+    events = []
+    for m in LINE.finditer(console):
+        body = m.group("body")
+        fields = dict(re.findall(r"(\w+)=(\S+)", body))
+        events.append(Event(float(m.group("ts")), int(m.group("cpu")), m.group("event"), fields, body.strip()))
+    return events
+
+
+def marker_time(events: list[Event], text: str) -> float:
+    return next(e.ts for e in events if e.event == "tracing_mark_write" and e.body == text)
+
+
+def time_below_after_wakeups(events: list[Event], phase: str, window: float = 0.030) -> list[float]:
+    """For each wake-up of "bursty" after a sleep of 40 ms or more in ``phase``: the time
+    within ``window`` after it during which CPU 1 ran below the frequency it had when
+    the task went to sleep."""
+    start, end = marker_time(events, f"PHASE {phase}"), marker_time(events, f"END {phase}")
+    freq = [(e.ts, int(e.fields["state"])) for e in events if e.event == "cpu_frequency"]
+
+    def freq_at(t: float) -> int:
+        return [f for ts, f in freq if ts <= t][-1]
+
+    below, sleep_at = [], None
+    for e in events:
+        if e.event != "sched_switch" or not start <= e.ts <= end:
+            continue
+        if e.fields.get("prev_comm") == "bursty" and e.fields.get("prev_state") == "S":
+            sleep_at = e.ts
+        elif e.fields.get("next_comm") == "bursty" and sleep_at is not None and e.ts - sleep_at >= 0.040:
+            level = freq_at(sleep_at)
+            wake = e.ts
+            points = [wake] + [ts for ts, _ in freq if wake < ts < wake + window] + [wake + window]
+            below.append(sum(b - a for a, b in zip(points, points[1:]) if freq_at(a) < level))
+            sleep_at = None
+    return below
+
+
+def idle_entries(events: list[Event], start: float, end: float) -> dict[int, int]:
+    """cpuidle state -> entries on CPU 2 between two timestamps (state 0 also counts polling)."""
+    counts: dict[int, int] = {}
+    for e in events:
+        if e.event == "cpu_idle" and start <= e.ts <= end and int(e.fields["cpu_id"]) == 2:
+            state = int(e.fields["state"])
+            if state != EXIT:
+                counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    _require(["gcc", "cpio", "qemu-system-x86_64"])
+    tmp = tmp_path_factory.mktemp("switches")
+    init = tmp / "init"
+    subprocess.run(["gcc", "-static", "-O2", "-o", str(init), str(REPO / "tests/kernel_switches_init.c")],
+                   check=True, capture_output=True)
+    # the five variants of the two studies share this build
+    art = build_variant(KERNELS / "ondemand-bursty/without.yml", log=print)
+    assert art.hash == build_variant(KERNELS / "idle-gating/gating.yml", log=print).hash
+    sysfs = boot(art, init, tmp, ("table=rk3399", "opps=rk3399-little"), art.cmdline, [])
+    return sysfs, parse_trace(sysfs["CONSOLE"])
+
+
+def first_read(console: str, path: str) -> str:
+    """What the init read from ``path`` the first time (before writing it)."""
+    return re.search(rf"^FILE {re.escape(path)}: (.*)$", console, re.M).group(1).strip()
+
+
+def test_switches_boot_at_upstream_behaviour(run):
+    sysfs, _ = run
+    console = sysfs["CONSOLE"]
+    assert first_read(console, PARAM_COPY) == "Y"  # 6.12 as shipped copies the previous load
+    assert first_read(console, PARAM_COMM) == ""  # no task marked: no gating
+    assert f"KNOB {PARAM_COMM} a,b,c,d,e: Invalid argument" in console
+    assert f"KNOB {PARAM_COMM} a-name-longer-than-15: Invalid argument" in console
+
+
+def test_copy_prev_load_keeps_the_frequency_after_a_wakeup(run):
+    _, events = run
+    without = time_below_after_wakeups(events, "ondemand-copy-N")
+    with_ = time_below_after_wakeups(events, "ondemand-copy-Y")
+    print(f"ms below the pre-sleep frequency after each wake-up: without {[round(x * 1e3, 1) for x in without]}, "
+          f"with {[round(x * 1e3, 1) for x in with_]}")
+    assert len(without) >= 8 and len(with_) >= 8
+    # without: the first sample after the sleep sees a near-idle window and lowers the
+    # frequency until the next sample, one sampling period (10 ms) later
+    assert statistics.median(without) >= 0.005
+    # with: the previous load is reused once, the frequency stays
+    assert statistics.median(with_) <= 0.001
+
+
+def latsens_on_cpu2(events: list[Event], phase: str) -> tuple[float, float]:
+    """From the first switch to "latsens" on CPU 2 in ``phase`` to its last switch away
+    (its exit): the time the task belongs to CPU 2."""
+    start, end = marker_time(events, f"PHASE {phase}"), marker_time(events, f"AFTER {phase}")
+    switches = [e for e in events if e.event == "sched_switch" and start <= e.ts <= end and e.cpu == 2]
+    first = next(e.ts for e in switches if e.fields.get("next_comm") == "latsens")
+    last = [e.ts for e in switches if e.fields.get("prev_comm") == "latsens"][-1]
+    return first, last
+
+
+def test_gating_keeps_the_marked_tasks_cpu_out_of_idle_states(run):
+    sysfs, events = run
+    off = idle_entries(events, *latsens_on_cpu2(events, "gating-off"))
+    first, exited = latsens_on_cpu2(events, "gating-on")
+    on = idle_entries(events, first, exited)
+    after = idle_entries(events, exited, marker_time(events, "END gating-on"))
+    print(f"CPU 2 idle-state entries (state: count): gating off {off}, gating on {on}, after the task exited {after}")
+    assert any(state >= 1 for state in off), off  # unmarked: the governor picks deep states
+    assert not any(state >= 1 for state in on), on  # marked: polling only
+    assert on.get(0, 0) >= 100  # one poll per 5 ms sleep (150 periods), at least
+    assert any(state >= 1 for state in after), after  # the task is gone: gating stops

@@ -1,0 +1,64 @@
+"""The report cache: keys follow the data, and cached reports are byte-identical.
+
+On the committed sample campaign (data/samples/wq-affinity): a report drawn
+without the cache, one process (what every report cost before), a report into
+an empty cache with figures drawn in two processes, and a report from the warm
+cache that must neither draw a figure nor analyse a trace: all three give the
+same bytes, file by file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lisa_ext.report import build, figures
+from lisa_ext.report.build import ReportOptions, build_report
+from lisa_ext.report.cache import digest
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity"
+
+
+def test_digest_follows_values_names_and_types():
+    df = pd.DataFrame({"variant": ["a", "b"], "value": [1.0, 2.0]})
+    assert digest(df, "title") == digest(df.copy(), "title")
+    assert digest(df, "title") != digest(df, "other title")
+    assert digest(df) != digest(df.assign(value=[1.0, 2.5]))
+    assert digest(df) != digest(df.rename(columns={"value": "mean"}))
+    assert digest(df) != digest(df.astype({"value": np.float32}))
+    assert digest(("ab",)) != digest(("a", "b"))
+    with pytest.raises(TypeError):
+        digest(object())
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_cached_and_parallel_reports_are_byte_identical(tmp_path, monkeypatch):
+    if not SAMPLE.is_dir():
+        pytest.skip("data/samples/wq-affinity is not in this checkout")
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "cache"))
+    plain = _files(build_report(SAMPLE, ReportOptions(baseline="system", out=tmp_path / "plain",
+                                                      cache=False, jobs=1)))
+    assert not (tmp_path / "cache" / "report").exists()  # (the trace cache is there)
+    cold = _files(build_report(SAMPLE, ReportOptions(baseline="system", out=tmp_path / "cold",
+                                                     jobs=2)))
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a warm report drew a figure or analysed a trace")
+
+    monkeypatch.setattr(figures, "_draw_files", forbidden)
+    monkeypatch.setattr(figures, "_draw_html", forbidden)
+    monkeypatch.setattr(build, "_trace_findings", forbidden)
+    warm = _files(build_report(SAMPLE, ReportOptions(baseline="system", out=tmp_path / "warm",
+                                                     jobs=1)))
+    assert sorted(plain) == sorted(cold) == sorted(warm)
+    assert len([n for n in plain if n.endswith(".png")]) > 20 and "figures.html" in plain
+    for name, data in plain.items():
+        assert cold[name] == data, f"{name}: the cold-cache, parallel report differs"
+        assert warm[name] == data, f"{name}: the warm-cache report differs"

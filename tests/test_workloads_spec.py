@@ -1,0 +1,83 @@
+"""Workload options in a campaign spec: every mistake is a SpecError naming the key and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from campaign_helpers import write_spec
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.tools import build_tool, missing_tool_hint
+from lisa_ext.campaign.workloads import WORKLOAD_KINDS, make_workload
+from lisa_ext.errors import SpecError, UserError
+
+
+def _load(tmp_path: Path, workload: str):
+    spec = write_spec(tmp_path / "spec.yml", f"""\
+name: wl
+target: @TARGET@
+iterations: 1
+variants:
+  - name: base
+workloads:
+  - name: w
+{workload}""")
+    return load_spec(spec)
+
+
+def test_every_kind_is_registered():
+    assert {"schbench", "ebizzy", "pgbench", "hackbench", "cyclictest", "fio", "rtapp", "wa"} <= set(WORKLOAD_KINDS)
+
+
+@pytest.mark.parametrize("workload, key, message", [
+    ("    kind: schbench\n    runtime: 5\n", "workloads[0].runtime", "unknown key; allowed here: name, kind, runtime-s"),
+    ("    kind: schbench\n    message-threads: 2\n", "workloads[0].runtime-s", "missing required key"),
+    ("    kind: schbench\n    runtime-s: 0\n", "workloads[0].runtime-s", "must be a positive integer"),
+    ("    kind: ebizzy\n    duration-s: 5\n    target-util-pct: 20\n    sleep-us: 100\n",
+     "workloads[0].sleep-us", "not allowed with target-util-pct"),
+    ("    kind: ebizzy\n    duration-s: 5\n    target-util-pct: 100\n", "workloads[0].target-util-pct",
+     "must be in (0, 100)"),
+    ("    kind: pgbench\n    duration-s: 5\n    server-settings: {port: 5433}\n", "workloads[0].server-settings",
+     "set by lisa-ext itself"),
+    ("    kind: pgbench\n    duration-s: 5\n    clients: two\n", "workloads[0].clients", "expected integer"),
+    ("    kind: cyclictest\n    duration-s: 5\n    priority: 120\n", "workloads[0].priority", "must be 1-99"),
+    ("    kind: hackbench\n    mode: fibre\n", "workloads[0].mode", "must be process or thread"),
+    ("    kind: fio\n    options: {rw: read}\n    dm-crypt: {backing: loop, flags: [fast]}\n",
+     "workloads[0].dm-crypt.flags", "allowed: same_cpu_crypt"),
+    ("    kind: fio\n    options: {rw: read}\n    dm-crypt: {size-mb: 64}\n",
+     "workloads[0].dm-crypt.backing", "missing required key"),
+    ("    kind: fio\n    options: {rw: read, filename: /tmp/x}\n    dm-crypt: {backing: loop}\n",
+     "workloads[0].options.filename", "not allowed with dm-crypt"),
+])
+def test_bad_workload_options(tmp_path, workload, key, message):
+    with pytest.raises(SpecError) as err:
+        _load(tmp_path, workload)
+    assert err.value.key.startswith(key)
+    assert message in err.value.problem
+    assert str(tmp_path / "spec.yml") in str(err.value)
+
+
+def test_commands_built_from_options(tmp_path):
+    spec = _load(tmp_path, "    kind: schbench\n    runtime-s: 30\n    message-threads: 2\n    threads: 1\n")
+    assert make_workload(spec.workloads[0]).command() == "schbench -r 30 -m 2 -t 1 -j schbench.json"
+    spec = _load(tmp_path, "    kind: pgbench\n    duration-s: 30\n    select-only: true\n    no-vacuum: true\n"
+                           "    rate: 10\n    clients: 44\n")
+    assert make_workload(spec.workloads[0]).pgbench_args() == "-T 30 -c 44 -j 1 -S -n -R 10"
+    spec = _load(tmp_path, "    kind: ebizzy\n    duration-s: 10\n    cpu: 1\n    sleep-after-records: 50\n"
+                           "    sleep-us: 1000\n")
+    assert make_workload(spec.workloads[0]).command({}) == "taskset -c 1 ebizzy -t 1 -S 10 -a 50 -i 1000"
+    spec = _load(tmp_path, "    kind: fio\n    options: {rw: randrw}\n    dm-crypt: {backing: loop}\n")
+    assert set(make_workload(spec.workloads[0]).TOOLS) >= {"fio", "dmsetup", "losetup"}
+
+
+def test_missing_tool_hints():
+    assert "lisa-ext campaign tool install schbench --src DIR" in missing_tool_hint("schbench")
+    assert "install-system-packages.sh" in missing_tool_hint("pgbench")
+
+
+def test_build_refuses_a_wrong_source_tree(tmp_path):
+    with pytest.raises(UserError, match="not a schbench source tree"):
+        build_tool("schbench", tmp_path)
+    with pytest.raises(UserError, match="lisa-ext builds schbench, ebizzy"):
+        build_tool("geekbench", tmp_path)
