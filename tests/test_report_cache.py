@@ -54,7 +54,7 @@ def test_cached_and_parallel_reports_are_byte_identical(tmp_path, monkeypatch):
 
     monkeypatch.setattr(figures, "_draw_files", forbidden)
     monkeypatch.setattr(figures, "_draw_html", forbidden)
-    monkeypatch.setattr(build, "_trace_findings", forbidden)
+    monkeypatch.setattr(build, "map_traces", forbidden)  # the one way to trace work
     warm = _files(build_report(SAMPLE, ReportOptions(baseline="system", out=tmp_path / "warm",
                                                      jobs=1)))
     assert sorted(plain) == sorted(cold) == sorted(warm)

@@ -1,5 +1,9 @@
 """``lisa-ext analyse NAME TRACE [--json]``: run one of the study analyses on a trace.
 
+``lisa-ext analyse NAME --campaign DIR`` runs it on every traced run of a
+campaign instead, serially or as Dask tasks (:mod:`lisa_ext.analysis.campaign`,
+``--scheduler``); ``--json`` then prints ``{run label: summary}``.
+
 NAME is the ``cli_name`` of an analysis of
 :data:`lisa_ext.analysis.ANALYSIS_CLASSES`; its options come from its
 ``add_cli_arguments``. The trace is loaded with :func:`lisa_ext.trace.load_trace`
@@ -21,6 +25,8 @@ import pandas as pd
 from lisa_ext.analysis import ANALYSES, ANALYSIS_CLASSES, StudyAnalysis, by_cli_name
 from lisa_ext.analysis import platform as plat
 from lisa_ext.analysis.base import json_ready
+from lisa_ext.analysis.campaign import analyse_campaign
+from lisa_ext.trace.cluster import add_scheduler_argument
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.trace import load_trace
@@ -41,7 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.splitlines()[0],
     )
     p.add_argument("name", metavar="NAME", choices=NAMES, help=" | ".join(NAMES))
-    p.add_argument("trace", metavar="TRACE", help="trace.dat, ftrace text or systrace HTML")
+    p.add_argument("trace", metavar="TRACE", nargs="?",
+                   help="trace.dat, ftrace text or systrace HTML")
+    p.add_argument("--campaign", metavar="DIR",
+                   help="analyse every traced run of this campaign directory instead of TRACE")
+    add_scheduler_argument(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--loader", choices=("auto", "fast", "lisa"), default="auto",
                    help="trace loader (default: the fast one when installed)")
@@ -57,13 +67,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=handler)
 
 
-def _platform(args: argparse.Namespace, trace: Any) -> plat.Platform:
-    chosen = plat.Platform()
+def _chosen_platform(args: argparse.Namespace) -> plat.Platform:
+    """The user's platform (--platform / --sysfs), before the trace's own completes it."""
     if args.platform:
-        chosen = plat.load_platform_yaml(args.platform)
-    elif args.sysfs:
-        chosen = plat.platform_from_sysfs()
-    return plat.merge(chosen, plat.platform_from_plat_info(trace.plat_info))
+        return plat.load_platform_yaml(args.platform)
+    if args.sysfs:
+        return plat.platform_from_sysfs()
+    return plat.Platform()
+
+
+def _platform(args: argparse.Namespace, trace: Any) -> plat.Platform:
+    return plat.merge(_chosen_platform(args), plat.platform_from_plat_info(trace.plat_info))
 
 
 def analysis_options(cls: type[StudyAnalysis], trace: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -91,7 +105,35 @@ def trace_lost_events(path: str) -> int | None:
     return int(count_events(path)["lost_events"]["total"])
 
 
+def _print_tables(tables: list[tuple[str, pd.DataFrame]], heading: str = "") -> None:
+    with pd.option_context("display.max_rows", 200, "display.width", 160, "display.max_columns", 20):
+        for title, df in tables:
+            print(f"== {heading}{title}")
+            print(df.to_string() if len(df) else "(none)")
+            print()
+
+
+def _campaign_handler(args: argparse.Namespace) -> int:
+    cls = by_cli_name(args.name)
+    options = {dest: getattr(args, dest) for dest in _OPTION_DESTS.get(cls, ())}
+    results = analyse_campaign(args.name, args.campaign, options,
+                               platform=_chosen_platform(args), scheduler=args.scheduler)
+    if args.json:
+        json.dump({r.label: json_ready(r.summary) for r in results}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    for r in results:
+        _print_tables(r.tables, f"{r.label}: ")
+    return 0
+
+
 def handler(args: argparse.Namespace) -> int:
+    if (args.trace is None) == (args.campaign is None):
+        raise UserError("give either TRACE or --campaign DIR")
+    if args.campaign is not None:
+        if args.loader != "auto":
+            raise UserError("--loader applies to one TRACE, not to --campaign")
+        return _campaign_handler(args)
     lisa_trace = import_lisa("lisa.trace")
     cls = by_cli_name(args.name)
     try:
@@ -117,9 +159,5 @@ def handler(args: argparse.Namespace) -> int:
         json.dump(json_ready(figures), sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
         return 0
-    with pd.option_context("display.max_rows", 200, "display.width", 160, "display.max_columns", 20):
-        for title, df in tables:
-            print(f"== {title}")
-            print(df.to_string() if len(df) else "(none)")
-            print()
+    _print_tables(tables)
     return 0

@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
 from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
 from lisa_ext.stats.compare import compare
+from lisa_ext.trace.cluster import map_traces
 
 __all__ = ["ReportOptions", "build_report", "TABLE_FILES"]
 
@@ -62,6 +62,9 @@ class ReportOptions:
     jobs: int | None = None
     #: reuse figures and trace findings from ``$LISA_EXT_CACHE/report``
     cache: bool = True
+    #: where the per-run trace work of uncached runs runs (see
+    #: :func:`lisa_ext.trace.cluster.choose_scheduler`)
+    scheduler: str | None = None
 
 
 @dataclass
@@ -71,19 +74,33 @@ class _TraceData:
     notes: dict   # note -> list of run labels
 
 
-def _collect_traces(campaign: Campaign, use_cache: bool = True) -> _TraceData:
+def _collect_traces(campaign: Campaign, use_cache: bool = True,
+                    scheduler: str | None = None) -> _TraceData:
     data = _TraceData([], defaultdict(list), defaultdict(list))
-    for run in campaign.ok_runs:
-        if run.trace is None:
-            continue
-        cached = report_cache.load_findings(run.trace) if use_cache else None
-        findings, notes = cached or _trace_findings(run.trace)
-        if use_cache and cached is None and findings is not None and not any(
-                os.fspath(campaign.root) in note for note in notes):
+    traced = [run for run in campaign.ok_runs if run.trace is not None]
+    cached = {run: report_cache.load_findings(run.trace) for run in traced} if use_cache else {}
+    todo = [run for run in traced if cached.get(run) is None]
+    fresh = {}
+    if todo:
+        # deferred: LISA and the analyses take seconds to import, and a cached
+        # report never needs them
+        from lisa_ext.report.traces import collect_file
+
+        # only the runs the cache lacks are analysed (serially or as Dask tasks)
+        fresh = dict(zip(todo, map_traces(collect_file, [run.trace for run in todo],
+                                          scheduler=scheduler)))
+    roots = (os.path.abspath(campaign.root), os.fspath(campaign.root))
+    for run in traced:
+        findings, notes = cached.get(run) or fresh[run]
+        if use_cache and run in fresh and findings is not None and not any(
+                root in note for root in roots for note in notes):
             report_cache.store_findings(run.trace, findings, notes)
         for note in notes:
             # paths relative to the campaign, so a moved campaign reports the same
-            data.notes[note.replace(f"{campaign.root}{os.sep}", "")].append(run.label)
+            # (Dask workers see absolute paths)
+            for root in roots:
+                note = note.replace(f"{root}{os.sep}", "")
+            data.notes[note].append(run.label)
         if findings is None:
             continue
         for name, value, unit, lib in findings.metrics:
@@ -93,27 +110,6 @@ def _collect_traces(campaign: Campaign, use_cache: bool = True) -> _TraceData:
         for name, frame in findings.frames.items():
             data.frames[name].append((run, frame))
     return data
-
-
-def _trace_findings(path: Path):
-    """One trace's (findings or None, notes): loads LISA and runs the analyses."""
-    # deferred: LISA and the analyses take seconds to import, and a cached
-    # report never needs them
-    from lisa_ext.report.traces import collect
-    from lisa_ext.trace import load_trace
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            trace = load_trace(path)
-            findings, notes = collect(trace)
-        except Exception as exc:
-            findings, notes = None, [f"trace not read: {type(exc).__name__}: {exc}"]
-    # a damaged trace is worth a line in the report; LISA 3.1's pandas
-    # deprecation chatter is not
-    notes += [f"trace warning: {w.message}" for w in caught
-              if issubclass(w.category, UserWarning) and "Damage" in w.category.__name__]
-    return findings, notes
 
 
 def _residency_pct(entries, state_name) -> pd.DataFrame:
@@ -288,7 +284,8 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
     """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
     opts = opts or ReportOptions()
     campaign = read_campaign(campaign_dir)
-    trace = _collect_traces(campaign, opts.cache) if opts.traces else _TraceData([], {}, {})
+    trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
+             else _TraceData([], {}, {}))
     extra = pd.DataFrame(trace.rows) if trace.rows else None
     metrics = metrics_frame(campaign, extra)
     if metrics.empty:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lisa_ext.trace.cluster import add_scheduler_argument
+
 __all__ = ["register", "run"]
 
 
@@ -33,6 +35,7 @@ def register(subparsers) -> None:
                         "$LISA_EXT_CACHE/report (default ~/.cache/lisa-ext/report)")
     p.add_argument("--out", metavar="DIR",
                    help="write the report here instead of CAMPAIGN_DIR/report (replaced whole)")
+    add_scheduler_argument(p)
     p.set_defaults(func=run)
 
 
@@ -41,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
     opts = ReportOptions(baseline=args.baseline, test=args.test, mean=args.mean,
                          alpha=args.alpha, traces=args.traces, html=args.html, out=args.out,
-                         jobs=args.jobs, cache=args.cache)
+                         jobs=args.jobs, cache=args.cache,
+                         scheduler=args.scheduler)
     out = build_report(args.campaign_dir, opts)
     print(f"report written to {out}/ (README.md, comparison.*, figures/)")
     return 0

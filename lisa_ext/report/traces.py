@@ -30,8 +30,8 @@ from lisa_ext.analysis import ANALYSIS_CLASSES, StudyAnalysis, WakeupLatencyAnal
 from lisa_ext.analysis.base import missing_events
 from lisa_ext.trace import load_trace
 
-__all__ = ["SOURCES", "TraceFindings", "TraceSource", "collect", "all_sources", "load_trace",
-           "state_residency", "wakeup_latencies"]
+__all__ = ["SOURCES", "TraceFindings", "TraceSource", "all_sources", "collect", "collect_file",
+           "load_trace", "state_residency", "wakeup_latencies"]
 
 #: the ``cpu_idle`` state meaning "exit", as a u32 and as LISA's signed -1
 _IDLE_EXIT = (4294967295, -1)
@@ -172,3 +172,21 @@ def collect(trace, sources: list[TraceSource] | None = None) -> tuple[TraceFindi
         found.metrics.extend(result.metrics)
         found.frames.update(result.frames)
     return found, notes
+
+
+def collect_file(path: str) -> tuple[TraceFindings | None, list[str]]:
+    """:func:`collect` on the trace at ``path``: one run's report work, whether in
+    this process or as a Dask task (:func:`lisa_ext.trace.cluster.map_traces`).
+    Findings are None when the trace cannot be read; the notes then say why,
+    and name damage the reader found."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            findings, notes = collect(load_trace(path))
+        except Exception as exc:
+            findings, notes = None, [f"trace not read: {type(exc).__name__}: {exc}"]
+    # a damaged trace is worth a line in the report; LISA 3.1's pandas
+    # deprecation chatter is not
+    notes += [f"trace warning: {w.message}" for w in caught
+              if issubclass(w.category, UserWarning) and "Damage" in w.category.__name__]
+    return findings, notes

@@ -1,0 +1,148 @@
+"""Campaign analysis on Dask: 1 worker vs 2 workers, speed-up printed.
+
+Builds a throw-away campaign outside the repository (under the system temp
+directory, removed at the end) through the store's own writer: RUNS run
+directories whose ``trace.dat`` is a symlink to one real 1.24 M-event trace
+(default ``../shared/traces/local/fio_randread_2cpu_v7.dat``: fio randread on
+this 2-vCPU machine, sched_switch/wakeup, block and workqueue events). Then it
+times the report's per-run trace work (:func:`lisa_ext.report.traces.collect_file`
+through :func:`lisa_ext.trace.cluster.map_traces`, what ``lisa-ext report``
+runs) on a local cluster of 1 and of 2 single-threaded worker processes, and
+in this process (serial), and prints medians of --repeat runs.
+
+Conditions, so the figures mean what they say: the runs all link one file,
+so they would share one content-keyed trace cache entry (and LISA's swap
+files in it), which no real campaign does. By default each task therefore
+converts its trace into a fresh cache directory of its own, removed after
+the task: the per-run cost of a campaign analysed for the first time. With
+``--warm`` each worker process (and this process) has its own cache instead,
+filled before timing: the cost of re-analysing. Either way each cluster is
+started and its workers have imported LISA before timing; the cost of a cold
+one-off ``--scheduler local`` (start, imports, conversion) is printed
+separately. Run::
+
+    .venv/bin/python bench/dask_campaign.py [--runs 20] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from functools import partial
+from pathlib import Path
+
+from lisa_ext.trace.cluster import SERIAL, map_traces
+from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult, write_json
+from lisa_ext.report.traces import collect_file
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = REPO.parent / "shared" / "traces" / "local" / "fio_randread_2cpu_v7.dat"
+#: events in TRACE (``trace-cmd report`` line count, from the shared traces' MANIFEST.md)
+TRACE_EVENTS = 1_239_576
+
+
+def make_campaign(root: Path, trace: Path, runs: int) -> list[Path]:
+    """``runs`` runs over two variants, each linking ``trace``; their trace paths."""
+    store = CampaignStore(root)
+    paths = []
+    for i in range(runs):
+        key = RunKey("variant-a" if i % 2 == 0 else "variant-b", "fio-randread", i // 2)
+        tmp = store.new_tmp_run_dir(key)
+        (tmp / "trace.dat").symlink_to(trace.resolve())
+        write_json(tmp / "meta.json", {"bench": {"trace_source": str(trace.resolve())}})
+        write_json(tmp / "result.json",
+                   RunResult("dask-bench", key.variant, key.workload, key.iteration, "ok", None,
+                             []).to_json())
+        paths.append(store.commit_run(tmp, key) / "trace.dat")
+    return paths
+
+
+def _own_cache(path: str, cache_root: str, dask_worker=None) -> None:
+    """Point this process at its own trace cache and fill it (``client.run`` passes
+    ``dask_worker``; this process calls it without)."""
+    name = f"worker-{dask_worker.name}" if dask_worker is not None else "client"
+    os.environ["LISA_EXT_CACHE"] = os.path.join(cache_root, name)
+    collect_file(path)
+
+
+def cold_collect(path: str, cache_root: str) -> tuple:
+    """The report's per-run work on a trace never seen before: a fresh trace
+    cache for this one task (copies of one trace would share an entry),
+    removed afterwards."""
+    own = os.path.join(cache_root, uuid.uuid4().hex)
+    os.environ["LISA_EXT_CACHE"] = own
+    try:
+        return collect_file(path)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def _time(func, repeat: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--warm", action="store_true",
+                        help="time runs on a warm trace cache (default: every run converts its "
+                             "trace afresh, as for a campaign analysed the first time)")
+    parser.add_argument("--no-serial", dest="serial", action="store_false",
+                        help="skip the in-process timing")
+    args = parser.parse_args()
+    if not args.trace.is_file():
+        sys.exit(f"{args.trace}: no such trace")
+    from distributed import Client, LocalCluster
+
+    root = Path(tempfile.mkdtemp(prefix="lisa-ext-dask-bench-"))
+    try:
+        paths = make_campaign(root, args.trace, args.runs)
+        print(f"campaign {root}: {len(paths)} runs -> {args.trace} "
+              f"({args.trace.stat().st_size / 1e6:.1f} MB, {TRACE_EVENTS / 1e6:.2f} M events "
+              f"when it is the default trace); {os.cpu_count()} CPUs")
+        _own_cache(str(paths[0]), str(root / "cache"))
+        reference = map_traces(collect_file, paths[:1], scheduler=SERIAL)
+        print(f"per run: {len(reference[0][0].metrics)} metrics, frames "
+              + ", ".join(f"{k} {len(v)}" for k, v in reference[0][0].frames.items()))
+        task = collect_file if args.warm else partial(cold_collect, cache_root=str(root / "cache"))
+        print("trace cache:", "warm, one per process" if args.warm else "fresh for every run")
+        medians = {}
+        for workers in (1, 2):
+            with LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
+                              dashboard_address=None) as cluster, Client(cluster) as client:
+                client.run(_own_cache, str(paths[0]), str(root / "cache"))
+                medians[workers], times = _time(
+                    lambda: map_traces(task, paths, scheduler=cluster.scheduler_address),
+                    args.repeat)
+            print(f"{workers} worker{'s' if workers > 1 else ''}: median {medians[workers]:.1f} s "
+                  f"({', '.join(f'{t:.1f}' for t in times)}), "
+                  f"{len(paths) / medians[workers]:.2f} runs/s")
+        print(f"speed-up 2 workers vs 1: {medians[1] / medians[2]:.2f}x")
+        if args.serial:
+            serial, times = _time(lambda: map_traces(task, paths, scheduler=SERIAL), 1)
+            print(f"serial in this process: {serial:.1f} s")
+        os.environ["LISA_EXT_CACHE"] = str(root / "cache" / "cold")  # inherited by the workers
+        start = time.perf_counter()
+        map_traces(collect_file, paths, scheduler="local")
+        print(f"cold --scheduler local (start {os.cpu_count()} workers, imports, empty cache): "
+              f"{time.perf_counter() - start:.1f} s")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
