@@ -40,7 +40,7 @@ from lisa_ext.errors import SpecError, UserError
 __all__ = [
     "METRICS_COLUMNS", "METRIC_DTYPES", "RUN_STATUSES", "TMP_PREFIX", "TRACE_FILES",
     "Campaign", "CampaignStore", "Metric", "Run", "RunKey", "RunMeta", "RunResult",
-    "load_result", "metrics_table", "read_campaign", "validate_metrics",
+    "load_result", "metrics_table", "read_campaign", "read_json_object", "validate_metrics",
 ]
 
 TMP_PREFIX = ".tmp-"
@@ -110,11 +110,8 @@ class RunResult:
         return d
 
 
-def load_result(path: Path, expected: RunKey | None = None) -> RunResult:
-    """Read and check one ``result.json``: a bad file is a SpecError naming it and the key.
-
-    ``expected`` is the run its directory names; the file must agree with it.
-    """
+def read_json_object(path: Path) -> dict:
+    """A JSON object from the store (result.json, meta.json): a bad file is a SpecError naming it."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -124,6 +121,15 @@ def load_result(path: Path, expected: RunKey | None = None) -> RunResult:
                         f"not valid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
         raise SpecError(path, "<top>", "expected a JSON object")
+    return data
+
+
+def load_result(path: Path, expected: RunKey | None = None) -> RunResult:
+    """Read and check one ``result.json``: a bad file is a SpecError naming it and the key.
+
+    ``expected`` is the run its directory names; the file must agree with it.
+    """
+    data = read_json_object(path)
     if expected is not None:
         for key in ("variant", "workload", "iteration"):
             if data.get(key) != getattr(expected, key):
@@ -253,16 +259,7 @@ class RunMeta(Mapping[str, Any]):
     def read(cls, path: Path) -> "RunMeta":
         if not path.is_file():
             return cls({}, path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(path, "<file>", f"cannot read: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise SpecError(path, f"line {exc.lineno} column {exc.colno}",
-                            f"not valid JSON: {exc.msg}") from None
-        if not isinstance(data, dict):
-            raise SpecError(path, "<top>", "expected a JSON object")
-        return cls(data, path)
+        return cls(read_json_object(path), path)
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]
