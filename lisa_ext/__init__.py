@@ -10,7 +10,7 @@ The target layer (:mod:`lisa_ext.target`, :mod:`lisa_ext.knobs`,
 :mod:`lisa_ext.running_kernel`, :mod:`lisa_ext.kernel`, :mod:`lisa_ext.vboard`)
 sits below the campaign runner and never imports the runner, store, report or
 study (only :mod:`lisa_ext.target` uses the YAML checks of
-:mod:`lisa_ext.campaign.schema`);
+:mod:`lisa_ext.schema`);
 :mod:`lisa_ext.workbench` says where the input directories are.
 
 Importing :mod:`lisa_ext` itself is cheap and has no side effects. LISA is

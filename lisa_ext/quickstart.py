@@ -21,7 +21,6 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from lisa_ext.errors import UserError
@@ -168,7 +167,7 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
-    from lisa_ext.campaign.cli import quiet_lisa_logs
+    from lisa_ext.compat import quiet_lisa_logs
     from lisa_ext.campaign.runner import CampaignRunner
     from lisa_ext.campaign.spec import load_spec
     from lisa_ext.target import check_target_conf
@@ -214,7 +213,3 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_handler)
 
-
-if __name__ == "__main__":  # pragma: no cover - convenience for `python -m lisa_ext.quickstart`
-    from lisa_ext.cli import main
-    sys.exit(main(["quickstart", *sys.argv[1:]]))

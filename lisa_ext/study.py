@@ -88,7 +88,7 @@ def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
             raise UserError(f"{campaign_dir}: no runs collected yet; run the campaign first "
                             f"(lisa-ext campaign run {spec} --out {campaign_dir})")
         return campaign_dir
-    from lisa_ext.campaign.cli import quiet_lisa_logs
+    from lisa_ext.compat import quiet_lisa_logs
     from lisa_ext.campaign.runner import CampaignRunner
     from lisa_ext.campaign.spec import load_spec
     from lisa_ext.target import check_target_conf

@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from lisa_ext.campaign.schema import load_yaml, type_names
+from lisa_ext.schema import load_yaml, type_names
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
 

@@ -1,7 +1,6 @@
 """Campaigns: run workloads under variants of a target, traced, into the store.
 
 * :mod:`~lisa_ext.campaign.spec` -- the YAML spec, validated before anything runs
-* :mod:`~lisa_ext.campaign.knobs` -- sysfs/procfs knobs, always reverted
 * :mod:`~lisa_ext.campaign.tracing` -- trace-cmd into a private ftrace instance
 * :mod:`~lisa_ext.campaign.workloads` -- fio and rt-app
 * :mod:`~lisa_ext.campaign.runner` -- ordering, failures, crash recovery
@@ -11,4 +10,4 @@
 Submodules are imported on use; importing this package is cheap.
 """
 
-__all__ = ["spec", "knobs", "tracing", "workloads", "runner", "store", "status"]
+__all__ = ["runner", "spec", "status", "store", "tracing", "workloads"]

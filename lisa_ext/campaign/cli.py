@@ -4,17 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
-__all__ = ["register", "quiet_lisa_logs"]
-
-
-def quiet_lisa_logs() -> None:
-    """LISA and devlib log every step at INFO/WARNING; a campaign shows its own progress."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    for name in ("lisa", "devlib", "LocalConnection", "LocalLinuxTarget", "Target"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+__all__ = ["register"]
 
 
 def default_campaign_dir(name: str) -> Path:

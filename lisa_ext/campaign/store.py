@@ -34,7 +34,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from lisa_ext.campaign.schema import load_yaml
+from lisa_ext.schema import load_yaml
 from lisa_ext.errors import SpecError, UserError
 
 __all__ = [

@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.schema import Field, Number, check_mapping
+from lisa_ext.schema import Field, Number, check_mapping
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.errors import SpecError

@@ -21,7 +21,7 @@ import shlex
 import shutil
 import subprocess
 
-from lisa_ext.campaign.schema import Field, Number
+from lisa_ext.schema import Field, Number
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import tail
