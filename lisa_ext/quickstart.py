@@ -204,10 +204,13 @@ def _handler(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("quickstart", help="run the quickstart study on this machine")
-    p.add_argument("--data", default=str(output_dir() / "data" / "quickstart"),
+    p = subparsers.add_parser("quickstart", help="run the quickstart study on this machine",
+                              description="Run the quickstart campaign on this machine (resuming "
+                                          "finished runs), then execute notebooks/quickstart.ipynb "
+                                          "into an HTML report.")
+    p.add_argument("--data", metavar="DIR", default=str(output_dir() / "data" / "quickstart"),
                    help="campaign directory (default: data/quickstart)")
-    p.add_argument("--out", default=str(output_dir() / "out" / "quickstart.html"),
+    p.add_argument("-o", "--out", metavar="HTML", default=str(output_dir() / "out" / "quickstart.html"),
                    help="HTML report (default: out/quickstart.html)")
     p.add_argument("--fresh", action="store_true", help="discard earlier runs and start over")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -273,14 +273,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("study", help="run a study (campaign + report + notebook)")
+    p = subparsers.add_parser("study", help="run a study (campaign + report + notebook)",
+                              description="List the studies in notebooks/, or run one: its campaign, "
+                                          "its report and its notebook rendered to HTML.")
     sub = p.add_subparsers(dest="study_command", metavar="ACTION")
     sub.required = True
-    sub.add_parser("list", help="the studies in notebooks/").set_defaults(func=_list)
-    run = sub.add_parser("run", help="run a study's campaign, then execute its notebook to HTML")
-    run.add_argument("name", help="study name, e.g. wq-affinity (see `lisa-ext study list`)")
+    sub.add_parser("list", help="the studies in notebooks/",
+                   description="List the studies in notebooks/ with their descriptions.").set_defaults(func=_list)
+    run = sub.add_parser("run", help="run a study's campaign, then execute its notebook to HTML",
+                         description="Run (or resume) a study's campaign, then execute its "
+                                     "notebook into an HTML page.")
+    run.add_argument("name", metavar="NAME", help="study name, e.g. wq-affinity (see: lisa-ext study list)")
     run.add_argument("--data", metavar="DIR", help="campaign directory (default: data/<name>)")
-    run.add_argument("--out", metavar="HTML", help="output page (default: out/<name>.html)")
+    run.add_argument("-o", "--out", metavar="HTML", help="output page (default: out/<name>.html)")
     run.add_argument("--no-run", action="store_true",
                      help="do not run anything: render the notebook from the collected runs")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -167,10 +167,10 @@ def _print_warnings(meta: dict) -> None:
 
 def _cmd_convert(args) -> int:
     events = [e for part in args.events for e in part.split(",") if e] if args.events else None
-    meta = convert(args.trace, args.output, events, compression=args.compression)
+    meta = convert(args.trace, args.out, events, compression=args.compression)
     _print_warnings(meta)
     total = sum(meta["rows"].values())
-    print(f"{args.trace}: {total} events in {len(meta['files'])} tables -> {args.output}")
+    print(f"{args.trace}: {total} events in {len(meta['files'])} tables -> {args.out}")
     return 0
 
 
@@ -194,20 +194,24 @@ def _cmd_stats(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("trace", help="convert trace.dat / text traces to Arrow tables",
-                              description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+                              description="Convert a trace (trace.dat v6/v7, ftrace text, systrace "
+                                          "HTML) to one parquet table per event, or count its events.")
+    sub = p.add_subparsers(dest="trace_command", metavar="ACTION")
     sub.required = True
 
-    c = sub.add_parser("convert", help="write one parquet file per event plus meta.json")
-    c.add_argument("trace", help="trace.dat (v6/v7), ftrace text or systrace HTML")
-    c.add_argument("-o", "--output", required=True, help="output directory")
-    c.add_argument("-e", "--events", action="append",
+    c = sub.add_parser("convert", help="write one parquet file per event plus meta.json",
+                       description="Write DIR/<event>.parquet (one typed table per event) and "
+                                   "DIR/meta.json (CPUs, clock, file version, event counts).")
+    c.add_argument("trace", metavar="TRACE", help="trace.dat (v6/v7), ftrace text or systrace HTML")
+    c.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    c.add_argument("-e", "--events", action="append", metavar="EVENTS",
                    help="events to convert (comma separated, repeatable); default: all recorded")
     c.add_argument("--compression", default="zstd", choices=["zstd", "snappy", "lz4", "gzip", "none"],
                    help="parquet compression (default: zstd)")
     c.set_defaults(func=_cmd_convert)
 
-    s = sub.add_parser("stats", help="print the number of records per event")
-    s.add_argument("trace", help="trace.dat (v6/v7), ftrace text or systrace HTML")
+    s = sub.add_parser("stats", help="print the number of records per event",
+                       description="Print the number of records per event of a trace.")
+    s.add_argument("trace", metavar="TRACE", help="trace.dat (v6/v7), ftrace text or systrace HTML")
     s.add_argument("--json", action="store_true", help='print {"events": {...}, "cpus": N}')
     s.set_defaults(func=_cmd_stats)
