@@ -23,7 +23,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
+
+from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
+from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
+from lisa_ext.study import execute_notebook
+from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["register", "preflight", "run_quickstart", "campaign_overview", "per_run_table", "workloads",
@@ -61,10 +69,6 @@ def preflight(echo=print) -> None:
 
 def campaign_overview(campaign_dir: str | os.PathLike):
     """One row per (variant, workload): runs ok/failed, knobs read back, kernel, trace size."""
-    import pandas as pd
-
-    from lisa_ext.campaign.store import read_campaign
-
     rows = []
     for run in read_campaign(campaign_dir, allow_empty=True).runs:
         trace = run.trace
@@ -92,8 +96,6 @@ def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
     Failed runs are left out, as in the report (:func:`lisa_ext.campaign.store.metrics_table`).
     ``metrics`` restricts the columns (default: every metric the workload reports).
     """
-    from lisa_ext.campaign.store import metrics_table
-
     df = metrics_table(campaign_dir)
     df = df[df["workload"] == workload]
     if metrics is not None:
@@ -109,17 +111,12 @@ def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
 
 def workloads(campaign_dir: str | os.PathLike) -> list[str]:
     """The workloads of a campaign directory, in spec order."""
-    from lisa_ext.campaign.spec import load_spec
-    from lisa_ext.campaign.store import CampaignStore
-
     spec = load_spec(CampaignStore(campaign_dir).spec_copy, check_files=False)
     return [w.name for w in spec.workloads]
 
 
 def variant_summary(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
     """Median and min-max over iterations, per workload, metric and variant."""
-    from lisa_ext.campaign.store import metrics_table
-
     df = metrics_table(campaign_dir)
     df = df[df["metric"].isin(metrics)]
     g = df.groupby(["workload", "metric", "unit", "lower_is_better", "variant"], sort=False)["value"]
@@ -131,8 +128,6 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
     """One panel per key metric: each iteration as a dot, the median as a bar, per variant."""
     import matplotlib
     import matplotlib.pyplot as plt
-
-    from lisa_ext.campaign.store import metrics_table
 
     df = metrics_table(campaign_dir)
     df = df[df["metric"].isin(metrics)]
@@ -167,11 +162,6 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
-    from lisa_ext.compat import quiet_lisa_logs
-    from lisa_ext.campaign.runner import CampaignRunner
-    from lisa_ext.campaign.spec import load_spec
-    from lisa_ext.target import check_target_conf
-
     preflight(echo)
     spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
     check_target_conf(spec.target)
@@ -190,7 +180,6 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     echo(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
          + (f", {summary.skipped} kept from before" if summary.skipped else ""))
     echo("executing notebooks/quickstart.ipynb ...")
-    from lisa_ext.study import execute_notebook
 
     return execute_notebook(workbench_path("notebooks", "quickstart.ipynb"), out_html, {"campaign_dir": str(campaign_dir.resolve())})
 

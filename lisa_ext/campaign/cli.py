@@ -6,6 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.status import campaign_status
+from lisa_ext.campaign.tools import build_tool, install_tool
+from lisa_ext.compat import quiet_lisa_logs
+from lisa_ext.target import check_target_conf, connect
+
 __all__ = ["register"]
 
 
@@ -14,10 +21,6 @@ def default_campaign_dir(name: str) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lisa_ext.campaign.runner import CampaignRunner
-    from lisa_ext.campaign.spec import load_spec
-    from lisa_ext.target import check_target_conf
-
     spec = load_spec(args.spec)
     check_target_conf(spec.target)
     out = Path(args.out) if args.out else default_campaign_dir(spec.name)
@@ -30,21 +33,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from lisa_ext.campaign.status import campaign_status
-
     status = campaign_status(args.dir)
     print(status.render())
     return 0 if not (status.failed or status.missing) else 1
 
 
 def _tool(args: argparse.Namespace) -> int:
-    from lisa_ext.campaign.tools import build_tool, install_tool
-
     binary = build_tool(args.tool, args.src)
     print(f"built {args.tool}: {binary}")
     if args.tool_action == "install":
-        from lisa_ext.target import check_target_conf, connect
-
         check_target_conf(args.target)
         quiet_lisa_logs()
         target = connect(args.target)

@@ -9,12 +9,14 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from lisa_ext.kernel.build import build_env, build_variant, resolve_config
+from lisa_ext.kernel.spec import load_spec
+from lisa_ext.kernel.tree import KernelTree, prepare_tree
+
 __all__ = ["register"]
 
 
 def _check(args: argparse.Namespace) -> int:
-    from lisa_ext.kernel.spec import load_spec
-
     status = 0
     for path in args.variants:
         spec = load_spec(path)
@@ -28,9 +30,6 @@ def _check(args: argparse.Namespace) -> int:
 
 def _check_kconfig(spec) -> int:
     """Resolve the config in a scratch build dir (patches not applied) and report misses."""
-    from lisa_ext.kernel.build import build_env, resolve_config
-    from lisa_ext.kernel.tree import KernelTree, prepare_tree
-
     tree = prepare_tree(spec.base)
     with tempfile.TemporaryDirectory(prefix="lisa-ext-kconfig-") as tmp:
         scratch = KernelTree(tree.key, Path(tmp))
@@ -46,8 +45,6 @@ def _check_kconfig(spec) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from lisa_ext.kernel.build import build_variant
-
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     art = build_variant(args.variant, jobs=args.jobs, force=args.force, log=log)
     if args.json:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lisa_ext.report.build import ReportOptions, build_report
+
 __all__ = ["register", "run"]
 
 
@@ -38,8 +40,6 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lisa_ext.report.build import ReportOptions, build_report
-
     opts = ReportOptions(baseline=args.baseline, test=args.test, mean=args.mean,
                          alpha=args.alpha, traces=args.traces, html=args.html, out=args.out,
                          jobs=args.jobs, cache=args.cache)

@@ -32,14 +32,19 @@ import logging
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
+from lisa_ext.report.figures import offline_resources, stable_html
+from lisa_ext.trace import read_trace
+from lisa_ext.trace.cache import TraceCacheEntry
 
 __all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_page",
            "explorer_tables", "export_explorer", "point_counts", "use_bokeh"]
@@ -89,9 +94,6 @@ def _trace_file(source: str | os.PathLike) -> Path:
 
 def _cached_index(path: Path):
     """The trace's cache entry and index, converting the trace on a first visit."""
-    from lisa_ext.trace import read_trace
-    from lisa_ext.trace.cache import TraceCacheEntry
-
     entry = TraceCacheEntry.for_file(path)
     index = entry.index()
     if index is None:
@@ -181,8 +183,6 @@ def _no_findings() -> pd.DataFrame:
 def _findings(path: Path, origin_ns: int) -> pd.DataFrame:
     """Markers from the analyses' ``df_*`` frames; an analysis whose events the
     trace lacks is left out."""
-    import warnings
-
     from lisa_ext.report.traces import load_trace
 
     trace = load_trace(path)
@@ -229,8 +229,6 @@ def use_bokeh() -> None:
     activated after it; this imports it first, then activates bokeh with its
     JavaScript inline (no CDN: the kernel may have no network)."""
     import panel as pn
-
-    from lisa_ext.compat import import_lisa
 
     import_lisa("lisa.notebook")
     pn.config.inline = True
@@ -389,8 +387,6 @@ def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explo
     returned): bokeh with inline resources, no network; rasterised panels keep
     their image at the initial zoom."""
     from bokeh.embed import file_html
-
-    from lisa_ext.report.figures import offline_resources, stable_html
 
     hv = _hv()
     path = Path(path)

@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.report.tables import render
+from lisa_ext.stats.compare import compare
+from lisa_ext.stats.metrics import read_metrics
 
 __all__ = ["register", "run"]
 
@@ -44,10 +47,6 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lisa_ext.report.tables import render
-    from lisa_ext.stats.compare import compare
-    from lisa_ext.stats.metrics import read_metrics
-
     metrics = read_metrics(args.metrics)
     if args.workload:
         unknown = sorted(set(args.workload) - set(metrics["workload"]))

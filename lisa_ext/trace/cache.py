@@ -29,12 +29,10 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from lisa_ext.errors import UserError
-
-if TYPE_CHECKING:
-    from lisa_ext.trace.tables import TraceTables
+from lisa_ext.trace.tables import TraceTables
 
 __all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "CacheEntryDamaged", "clear"]
 
@@ -93,8 +91,6 @@ class TraceCacheEntry:
     @staticmethod
     def select(tables: "TraceTables", events: Iterable[str] | None) -> "TraceTables":
         """The requested events of ``tables`` (all if ``None``); UserError if one is absent."""
-        from lisa_ext.trace.tables import TraceTables
-
         if events is None:
             return tables
         events = list(dict.fromkeys(events))
@@ -145,8 +141,6 @@ class TraceCacheEntry:
 
     def load(self, events: Iterable[str] | None = None) -> "TraceTables | None":
         """The cached tables, or ``None`` on a miss (or a damaged entry)."""
-        from lisa_ext.trace.tables import TraceTables
-
         index = self.index()
         if index is None:
             return None

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.trace import read_trace, tracedat
+from lisa_ext.trace.tracedat import MAGIC, TraceDatReader, count_events, read_tracedat
 
 __all__ = ["register", "convert", "stats", "event_file_name"]
 
@@ -32,8 +34,6 @@ def event_file_name(event: str) -> str:
 
 
 def _is_tracedat(path: str) -> bool:
-    from lisa_ext.trace.tracedat import MAGIC
-
     try:
         with open(path, "rb") as f:
             return f.read(len(MAGIC)) == MAGIC
@@ -43,10 +43,7 @@ def _is_tracedat(path: str) -> bool:
 
 def _read(path: str, events):
     if _is_tracedat(path):
-        from lisa_ext.trace.tracedat import read_tracedat
-
         return read_tracedat(path, events)
-    from lisa_ext.trace import read_trace
 
     return read_trace(path, events, cache=False)
 
@@ -82,8 +79,6 @@ def _write_options(table, compression: str) -> dict:
 def _tracedat_passes(reader, events) -> list[list[str]]:
     """Events to decode per pass: two passes (heaviest events first) on large
     uncompressed files, so that writing the first overlaps decoding the second."""
-    from lisa_ext.trace import tracedat
-
     info = reader.info
     big = sum(size for _, _, size in info.streams) >= tracedat.PARALLEL_MIN_BYTES
     if info.compression != "none" or not big or (os.cpu_count() or 1) < 2:
@@ -121,8 +116,6 @@ def convert(path: str | os.PathLike, out_dir: str | os.PathLike, events=None,
             pq.write_table(table, out / files[event], **_write_options(table, compression))
 
         if _is_tracedat(path):
-            from lisa_ext.trace.tracedat import TraceDatReader
-
             reader = TraceDatReader(path)
             passes = _tracedat_passes(reader, events)
             reads = (reader.read(group, threads=1 if k else None) for k, group in enumerate(passes))
@@ -152,8 +145,6 @@ def stats(path: str | os.PathLike) -> dict:
     """``{"events": {name: count}, "cpus": n, ...}`` for any supported trace file."""
     path = os.fspath(path)
     if _is_tracedat(path):
-        from lisa_ext.trace.tracedat import count_events
-
         return count_events(path)
     tables = _read(path, None)
     meta = dict(tables.meta)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from lisa_ext.errors import UserError
+from lisa_ext.trace.bprint import BprintFormatter
 from lisa_ext.trace.tables import TraceTables
 from lisa_ext.trace.tracedat_format import (
     COMPRESSION_IDS,
@@ -331,8 +332,6 @@ class TraceDatReader:
             threads share large uncompressed files.
         """
         import pyarrow as pa
-
-        from lisa_ext.trace.bprint import BprintFormatter
 
         info = self.info
         warnings = list(self.header_warnings)

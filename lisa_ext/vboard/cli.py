@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
 __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from lisa_ext.vboard.board import BoardSettings
-
     p = subparsers.add_parser("vboard", help="manage the QEMU virtual board",
                               description="Boot, reach and stop the QEMU TCG virtual board.")
     sub = p.add_subparsers(dest="vboard_command", metavar="ACTION")
@@ -63,8 +63,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _board(args: argparse.Namespace | None = None):
-    from lisa_ext.vboard.board import BoardSettings, VirtualBoard
-
     if args is None:
         return VirtualBoard()
     return VirtualBoard(BoardSettings(sockets=args.sockets, cores_per_socket=args.cores_per_socket,
@@ -87,8 +85,6 @@ def _up(args: argparse.Namespace) -> int:
     _log_to_stderr()
     board = _board(args)
     if args.variant is not None:
-        from lisa_ext.kernel.deploy import deploy_variant
-
         provenance = deploy_variant(board, args.variant, method=args.method)
         print(json.dumps(provenance, indent=2, default=str))
         return 0
