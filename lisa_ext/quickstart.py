@@ -126,6 +126,7 @@ def variant_summary(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
     """One panel per key metric: each iteration as a dot, the median as a bar, per variant."""
+    # deferred: matplotlib (~1 s) only when a figure is drawn
     import matplotlib
     import matplotlib.pyplot as plt
 

@@ -33,7 +33,7 @@ from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
 from lisa_ext.report.cache import cached_frame
-from lisa_ext.report.explore import use_bokeh
+from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name
 from lisa_ext.target import check_target_conf
 from lisa_ext.trace import load_trace
@@ -43,6 +43,9 @@ __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign"
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
            "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
            "export_notebook", "use_bokeh"]
+
+# Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
+# need them.
 
 
 
@@ -162,6 +165,7 @@ def show_page(path: str | os.PathLike, height: int = 900):
     """A standalone HTML page (the explorer's, a report's figures.html) shown in
     the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
     JupyterLab and in the exported study HTML alike, offline."""
+    # deferred: see the note under __all__
     from IPython.display import HTML
 
     text = Path(path).read_text(encoding="utf-8")
@@ -180,8 +184,6 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     traced run matching the filters, written to ``out_dir/explorer_<run>.html``
     and shown in the notebook. For live re-aggregation on zoom, display
     ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
-    from lisa_ext.report.explore import explorer_page
-
     for run in read_campaign(repo_path(campaign_dir)).ok_runs:
         if run.trace is None or (variant, workload, iteration) != (
                 variant and run.variant, workload and run.workload,
@@ -198,6 +200,7 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
 
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
+    # deferred: see the note under __all__
     import nbformat
     import papermill
 
@@ -216,6 +219,7 @@ _LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
 
 def export_notebook(nb, out_html: Path) -> Path:
     """An executed notebook (``nbformat`` node) as one offline HTML page."""
+    # deferred: see the note under __all__
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(template_name="lab")

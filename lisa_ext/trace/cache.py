@@ -36,6 +36,9 @@ from lisa_ext.trace.tables import TraceTables
 
 __all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "CacheEntryDamaged", "clear"]
 
+# Deferred imports in this module: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext
+# trace stats` never needs them.
+
 #: Version of what is stored; part of every key.
 CACHE_FORMAT = "lisa-ext-traces-3"  # 3: %ps fields as symbols in LISA frames, systrace text dumps
 _LINE_COLUMN = "__line"
@@ -171,6 +174,7 @@ class TraceCacheEntry:
 
     def store(self, tables: "TraceTables") -> None:
         """Write ``tables`` (every event of the file) as this entry."""
+        # deferred: see the note under __all__
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -206,6 +210,7 @@ def _read_parquet(path: Path, columns: list[str] | None = None):
     Strings are read as the dictionaries parquet stores them and then expanded:
     about twice cheaper in CPU than letting parquet expand them page by page.
     """
+    # deferred: see the note under __all__
     import pyarrow as pa
     import pyarrow.parquet as pq
 

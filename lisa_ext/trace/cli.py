@@ -100,6 +100,7 @@ def _tracedat_passes(reader, events) -> list[list[str]]:
 def convert(path: str | os.PathLike, out_dir: str | os.PathLike, events=None,
             compression: str = "zstd", threads: int | None = None) -> dict:
     """Write one parquet file per event and meta.json; returns the meta written."""
+    # deferred: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext trace stats` never needs them
     import pyarrow.parquet as pq
 
     path = os.fspath(path)

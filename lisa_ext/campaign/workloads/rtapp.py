@@ -55,6 +55,7 @@ def _check_calibration(value) -> str | None:
 
 def parse_rtapp_log(path: str | Path):
     """One rt-app task log as a DataFrame with :data:`LOG_COLUMNS` (times in us)."""
+    # deferred: pandas (~1 s) only to parse an rt-app log; spec checking imports this module
     import pandas as pd
 
     rows = []
