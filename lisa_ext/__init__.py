@@ -19,7 +19,7 @@ that do not import each other)::
     target               # target configs and connections
     vboard               # the QEMU virtual board
     trace                # ingest: trace.dat / text / systrace -> Arrow tables
-    energy_model | knobs | rfc_numbers | running_kernel
+    energy_model | hostkeys | knobs | rfc_numbers | running_kernel
     compat | schema | workbench
     lisa_hook            # makes a plain `import lisa` work; runs at start-up
     errors
@@ -27,8 +27,9 @@ that do not import each other)::
 Command modules sit on top although most live inside the package they drive
 (``lisa_ext.stats.cli`` may use the report's table renderers, ``lisa_ext.vboard.cli``
 the kernel deploy); only :mod:`lisa_ext.cli` imports them, lazily. Inside
-:mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > spec >
-cpu_util | meters | tools | tracing | workloads > remote > store``; the runner
+:mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > spec >
+cpu_util | meters | tools | tracing | workloads > health | remote | storage | trace_loss >
+store``; the runner
 writes the store, the report, stats and studies read it through
 :mod:`lisa_ext.campaign.store`.
 

@@ -35,6 +35,9 @@ __all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "applied_knobs", "
            "write_knob"]
 
 _GLOB_CHARS = "*?["
+#: what a knob path may hold: a glob is expanded by the target's shell, unquoted, so no
+#: character that shell would read as anything but a file name or a glob
+_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+$")
 
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
 _FLAG = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -59,6 +62,9 @@ def knob_problem(path: Any, value: Any) -> str | None:
                 "e.g. /sys/module/workqueue/parameters/default_affinity_scope")
     if ".." in path.split("/"):
         return f"knob {path}: '..' is not allowed in a knob path"
+    if not _PATH_RE.match(path):
+        return (f"knob {path!r}: a knob path may hold letters, digits, _ . / - : , + @ and the glob "
+                "characters * ? [ ] only")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return f"knob {path}: value must be a string or a number, got {value!r}"
     return None
@@ -83,6 +89,9 @@ class ShellKnobTarget:
 
 def _matches(target, pattern: str) -> list[str]:
     # the glob is expanded by the target's shell; each match is quoted from then on
+    if not _PATH_RE.match(pattern):
+        raise KnobError(f"knob {pattern!r}: not a plain sysfs/procfs path or glob; refusing to hand "
+                        "it to the target's shell")
     listing = target.execute(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; true",
                              as_root=True)
     return [line for line in listing.splitlines() if line]

@@ -18,14 +18,27 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from lisa_ext.schema import load_yaml, type_names
+from lisa_ext import hostkeys
+from lisa_ext.schema import Field, check_mapping, load_yaml, type_names
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
+from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
-__all__ = ["check_target_conf", "connect", "kernel_provenance", "platform_provenance",
-           "tool_versions", "tracefs_root"]
+__all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance",
+           "platform_provenance", "target_extras", "tool_versions", "tracefs_root"]
 
-_TOP_KEYS = ("target-conf", "platform-info")
+_TOP_KEYS = ("target-conf", "platform-info", "lisa-ext")
+#: our own settings in a target config, under ``lisa-ext:`` (LISA reads only its own keys)
+_EXTRA_SCHEMA = {
+    "reset-command": Field((str,), "host shell command that power-cycles or resets the board "
+                           "(a lab's PDU or relay), run when the board is lost mid-run"),
+    "reset-timeout-s": Field((int, float), "seconds to wait for the board after a reset (default 600)",
+                             check=lambda v: None if v > 0 else "must be positive"),
+    "probe-interval-s": Field((int, float), "seconds between health probes during a run (default 5)",
+                              check=lambda v: None if v > 0 else "must be positive"),
+    "probe-misses": Field((int,), "failed probes in a row that mean the board is lost (default 3)",
+                          check=lambda v: None if v >= 1 else "must be at least 1"),
+}
 
 
 def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
@@ -68,20 +81,49 @@ def check_target_conf(path: str | os.PathLike) -> dict:
     if "platform-info" in doc:
         platinfo = import_lisa("lisa.platforms.platinfo")
         _check_level(path, doc["platform-info"], platinfo.PlatformInfo.STRUCTURE, "platform-info")
+    if "lisa-ext" in doc:
+        check_mapping(path, doc["lisa-ext"], "lisa-ext", _EXTRA_SCHEMA)
     kind = doc["target-conf"].get("kind")
     if kind not in ("host", "linux", "android"):
         raise SpecError(path, "target-conf.kind", f"{kind!r} is not one of: host, linux, android")
     return doc
 
 
+def target_extras(path: str | os.PathLike) -> dict:
+    """The ``lisa-ext:`` settings of a target config (reset command, probe timing), checked."""
+    return dict(check_target_conf(path).get("lisa-ext") or {})
+
+
+def is_virtual_board(path: str | os.PathLike) -> bool:
+    """Whether a target config is the virtual board's (its target-conf is named ``vboard``)."""
+    return check_target_conf(path)["target-conf"].get("name") == "vboard"
+
+
+def _host_key_pin(doc: dict) -> tuple[Path | None, str | None]:
+    """The virtual board's pinned key for its target config (named ``vboard``); others trust on first use."""
+    if doc["target-conf"].get("name") == "vboard":
+        return known_hosts_pin_path(), hostkeys.VBOARD_ALIAS
+    return None, None
+
+
 def connect(path: str | os.PathLike):
-    """Check a target config and connect to it through LISA; return a :class:`lisa.target.Target`."""
+    """Check a target config and connect to it through LISA; return a :class:`lisa.target.Target`.
+
+    An SSH target's host key is checked before LISA connects (devlib itself only
+    consults ``~/.ssh/known_hosts``) and again on the connection it opened:
+    see :mod:`lisa_ext.hostkeys`.
+    """
     from lisa_ext.compat import import_lisa
 
-    check_target_conf(path)
+    doc = check_target_conf(path)
     lisa_target = import_lisa("lisa.target")
     conf = lisa_target.TargetConf.from_yaml_map(os.fspath(path))
-    return lisa_target.Target.from_conf(conf)
+    pinned, alias = _host_key_pin(doc)
+    if conf.get("kind") == "linux":
+        hostkeys.check_host_key(conf.get("host"), conf.get("port") or 22, pinned=pinned, alias=alias)
+    target = lisa_target.Target.from_conf(conf)
+    hostkeys.check_connection(target, pinned=pinned, alias=alias)
+    return target
 
 
 def tracefs_root(target) -> str | None:

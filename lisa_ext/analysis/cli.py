@@ -24,8 +24,9 @@ from lisa_ext.analysis.base import json_ready
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.trace import load_trace
+from lisa_ext.trace.tracedat import count_events
 
-__all__ = ["NAMES", "analysis_options", "handler", "register", "run_analysis"]
+__all__ = ["NAMES", "analysis_options", "handler", "register", "run_analysis", "trace_lost_events"]
 
 NAMES = tuple(ANALYSES)
 
@@ -83,6 +84,14 @@ def run_analysis(name: str, trace: Any, args: argparse.Namespace) -> tuple[dict[
     return ana.summary(**options), ana.summary_tables(**options)
 
 
+def trace_lost_events(path: str) -> int | None:
+    """Events the kernel lost while ``path`` was recorded (trace.dat only, else None)."""
+    with open(path, "rb") as f:
+        if f.read(10) != b"\x17\x08\x44tracing":
+            return None
+    return int(count_events(path)["lost_events"]["total"])
+
+
 def handler(args: argparse.Namespace) -> int:
     lisa_trace = import_lisa("lisa.trace")
     cls = by_cli_name(args.name)
@@ -100,7 +109,12 @@ def handler(args: argparse.Namespace) -> int:
             tables = ana.summary_tables(**options)
     except lisa_trace.MissingTraceEventError as exc:
         raise UserError(f"{args.trace}: {args.name}: {exc}") from None
+    lost = trace_lost_events(args.trace)
+    if lost:
+        print(f"warning: {args.trace}: the trace lost {lost} events (ftrace buffer overflow); "
+              "the figures below under-count", file=sys.stderr)
     if args.json:
+        figures["lost_events"] = lost
         json.dump(json_ready(figures), sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
         return 0

@@ -37,17 +37,16 @@ from pathlib import Path
 from typing import Callable
 
 from lisa_ext import knobs as _knobs
-from lisa_ext.campaign import meters, remote, tracing
+from lisa_ext.campaign import meters, recovery, remote, storage, trace_loss, tracing
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
-from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
+from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, Metric, RunKey, RunResult, write_json
 from lisa_ext.campaign.tools import missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
 
-__all__ = ["plan_runs", "CampaignRunner", "RunSummary", "JOURNAL_NAME", "STATE_NAME"]
+__all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
 
-JOURNAL_NAME = ".runner-journal.json"
 STATE_NAME = "campaign-state.json"
 log = logging.getLogger(__name__)
 
@@ -215,6 +214,7 @@ class CampaignRunner:
             problems.append(str(exc))
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
+        self.faults = recovery.CampaignFaults.for_campaign(self)
         self.platform = platform_provenance(self.target)
         self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
 
@@ -257,7 +257,7 @@ class CampaignRunner:
             return self._deployed_kernel[1]
         from lisa_ext.kernel.deploy import deploy_variant  # provided by the kernel-variant layer
 
-        result = deploy_variant(self.target, variant.kernel)
+        result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
         self._deployed_kernel = (variant.kernel, result)
         return result
 
@@ -307,6 +307,8 @@ class CampaignRunner:
         except _knobs.KnobRevertError as exc:
             status, error, fatal = "failed", f"{exc}", exc
         except Exception as exc:
+            if storage.storage_cause(exc):
+                raise  # the campaign directory is full: not this run's fault, see run()
             status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
             log.debug("run %s failed", key, exc_info=True)
             (tmp / "error.txt").write_text(traceback.format_exc())
@@ -315,6 +317,8 @@ class CampaignRunner:
             target.execute(f"rm -rf {remote.quote(remote_dir)}", as_root=True, check_exit_code=False)
         meta["end"] = _now()
         meta["duration_s"] = round(time.monotonic() - t0, 3)
+        trace_loss.record_lost_events(tmp, meta)
+        self.faults.before_commit(key, meta)
         result = RunResult(spec.name, key.variant, key.workload, key.iteration, status, error, metrics)
         write_json(tmp / "meta.json", meta)
         write_json(tmp / "result.json", result.to_json())
@@ -400,11 +404,28 @@ class CampaignRunner:
                 self._save_state()
             failed = self._run_all(todo)
             return RunSummary(self.store.root, len(todo) - failed, failed, len(done_before), recovered)
+        except Exception as exc:
+            self._stop_if_storage(exc)
+            raise
         finally:
             for fd in (self._lock_fd, self._target_lock_fd):
                 if fd is not None:
                     os.close(fd)
             self._lock_fd = self._target_lock_fd = None
+
+    def _stop_if_storage(self, exc: Exception) -> None:
+        """A full or read-only campaign directory: undo the partial run on the target, stop cleanly."""
+        if storage.storage_cause(exc) is None:
+            return
+        if self.target is not None:
+            try:
+                self._recover()
+            except Exception as cleanup_exc:  # noqa: BLE001 -- the journal stays for --resume
+                log.warning("cleanup after the storage failure: %s", cleanup_exc)
+        self.store.remove_partial_runs(ignore_errors=True)
+        storage.raise_if_storage(exc, self.store.root, done=len(self.store.results()),
+                                 total=len(plan_runs(self.spec)), spec_path=self.spec.path,
+                                 out=self.store.root)
 
     def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
         from tqdm import tqdm
@@ -417,7 +438,7 @@ class CampaignRunner:
         try:
             for index, key in todo:
                 bar.set_postfix_str(str(key))
-                result = self._run_one(key, index, journal)
+                result = self.faults.run(key, lambda: self._run_one(key, index, journal))
                 if result.status != "ok":
                     failed += 1
                     bar.write(f"run {key} failed: {result.error}", file=sys.stderr)

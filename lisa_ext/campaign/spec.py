@@ -7,6 +7,7 @@ iterations and which trace events to record::
     target: ../target-configs/local.yml     # relative to this file
     iterations: 3
     order: interleave                       # or group-by-variant
+    retries: 1                              # when the target is lost mid-run
     trace:
       events: [sched:sched_switch, sched:sched_wakeup]
     variants:
@@ -81,6 +82,8 @@ _TOP_SCHEMA = {
                       lambda v: None if v else "needs at least one variant"),
     "workloads": Field((list,), "list of workloads, each with a name and a kind", True,
                        lambda v: None if v else "needs at least one workload"),
+    "retries": Field((int,), "attempts after the first when the target is lost mid-run (default 1)",
+                     check=lambda v: None if v >= 0 else "must be 0 or more"),
 }
 
 _TRACE_SCHEMA = {
@@ -154,6 +157,7 @@ class CampaignSpec:
     order: str = "interleave"
     description: str = ""
     energy: str = "none"
+    retries: int = 1
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
 
@@ -251,5 +255,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> CampaignS
         order=top.get("order", "interleave"),
         description=str(top.get("description", "")),
         energy=top.get("energy", "none"),
+        retries=top.get("retries", 1),
         raw=_plain(doc),
     )

@@ -38,12 +38,15 @@ from lisa_ext.schema import load_yaml
 from lisa_ext.errors import SpecError, UserError
 
 __all__ = [
-    "METRICS_COLUMNS", "METRIC_DTYPES", "RUN_STATUSES", "TMP_PREFIX", "TRACE_FILES",
+    "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "RUN_STATUSES", "TMP_PREFIX", "TRACE_FILES",
     "Campaign", "CampaignStore", "Metric", "Run", "RunKey", "RunMeta", "RunResult",
     "load_result", "metrics_table", "read_campaign", "validate_metrics",
 ]
 
 TMP_PREFIX = ".tmp-"
+#: the runner's journal in a campaign directory: what a killed run left behind (the runner
+#: writes it, status and recovery read it)
+JOURNAL_NAME = ".runner-journal.json"
 RUN_STATUSES = ("ok", "failed")
 #: column -> pandas dtype of the tidy metrics table (one row per run and metric)
 METRIC_DTYPES: dict[str, str] = {
@@ -212,12 +215,12 @@ class CampaignStore:
         _fsync_dir(final.parent)
         return final
 
-    def remove_partial_runs(self) -> list[Path]:
+    def remove_partial_runs(self, *, ignore_errors: bool = False) -> list[Path]:
         """Delete temporary run directories left by an interrupted runner."""
         removed = []
         if self.runs_dir.is_dir():
             for tmp in sorted(self.runs_dir.glob(f"*/*/{TMP_PREFIX}*")):
-                shutil.rmtree(tmp)
+                shutil.rmtree(tmp, ignore_errors=ignore_errors)
                 removed.append(tmp)
         return removed
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lisa_ext.campaign import trace_loss
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
@@ -249,7 +250,15 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
     w(f"Significance: {opts.test} test, alpha={opts.alpha:g}; fewer than 3 runs are flagged, "
       f"never starred. Mean: {opts.mean} (auto = hmean when higher is better, else amean).\n\n")
     ok, failed = campaign.ok_runs, campaign.failed_runs
-    w(f"Runs: {len(ok)} ok, {len(failed)} failed.\n\n")
+    lost = {run.label: n for run in campaign.runs if (n := trace_loss.read_run_lost(run.path))}
+    w(f"Runs: {len(ok)} ok, {len(failed)} failed"
+      + (f", {len(lost)} with lost trace events" if lost else "") + ".\n\n")
+    if lost:
+        w("## Traces that lost events (trace-derived figures under-count)\n\n")
+        w(f"{trace_loss.warning_line(lost)}\n\n")
+        for label, n in sorted(lost.items()):
+            w(f"- `{label}`: {n} events lost\n")
+        w("\n")
     if failed:
         w("## Failed runs (not used)\n\n")
         for run in failed:

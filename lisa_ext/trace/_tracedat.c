@@ -220,6 +220,9 @@ typedef struct Cursor {
     uint32_t rec_len;
     uint64_t rec_ts;
     int done;
+    /* pages the kernel flagged as following lost events (RB_MISSED_EVENTS) */
+    uint64_t lost_pages, lost_events, lost_unknown_pages;
+    int64_t lost_first_ts, lost_last_ts;
 } Cursor;
 
 #define MAX_WARN 50
@@ -443,6 +446,28 @@ static void page_where(Decoder *d, Cursor *c, char *out, size_t n)
                  c->page_at / d->page_size, (unsigned long long)c->buf_file_off);
 }
 
+/* Flags the ring buffer ORs into a page's commit field when events were lost
+ * before the page (kernel/trace/ring_buffer.c); with RB_MISSED_STORED the count
+ * follows the page's data as an unsigned long. */
+#define RB_MISSED_EVENTS (1ull << 31)
+#define RB_MISSED_STORED (1ull << 30)
+
+static void count_lost(Decoder *d, Cursor *c, const uint8_t *page, uint32_t len, size_t avail)
+{
+    uint64_t commit = d->commit_size == 8 ? rd64(page + d->commit_off) : rd32(page + d->commit_off);
+    int64_t ts = (int64_t)rd64(page);
+    if (!c->lost_pages++ || ts < c->lost_first_ts)
+        c->lost_first_ts = ts;
+    if (ts > c->lost_last_ts)
+        c->lost_last_ts = ts;
+    if ((commit & RB_MISSED_STORED) && (size_t)d->hdr_size + len + d->commit_size <= avail) {
+        const uint8_t *at = page + d->hdr_size + len;
+        c->lost_events += d->commit_size == 8 ? rd64(at) : rd32(at);
+    } else {
+        c->lost_unknown_pages++;
+    }
+}
+
 /* Move to the next page. Returns 0 when the stream is exhausted. */
 static int next_page(Decoder *d, Cursor *c, int first)
 {
@@ -479,6 +504,8 @@ static int next_page(Decoder *d, Cursor *c, int first)
             c->buf_len = c->page_at + avail;
         }
         c->ts = rd64(page);
+        if (commit & RB_MISSED_EVENTS)
+            count_lost(d, c, page, len, avail);
         c->data = page + d->hdr_size;
         c->data_len = len;
         c->pos = 0;
@@ -1008,7 +1035,10 @@ PyDoc_STRVAR(decode_doc,
 "(event_id, pid_offset, pid_size, [(kind, flags, offset, size, elem), ...][, thread]).\n"
 "Slots given thread k > 0 are decoded by a helper thread (uncompressed data only).\n"
 "Returns {'counts': {id: n}, 'slots': [dict per slot], 'warnings': [str],\n"
-"'first_ts': int|None, 'last_ts': int|None, 'cpu_counts': {cpu: n}}.");
+"'first_ts': int|None, 'last_ts': int|None, 'cpu_counts': {cpu: n},\n"
+"'lost': [(cpu, pages, events, unknown_pages, first_ts, last_ts)]} where 'lost' lists the\n"
+"streams with pages flagged as following lost events (events: the counts the kernel stored;\n"
+"unknown_pages: flagged pages without a stored count).");
 
 static PyObject *py_decode(PyObject *self, PyObject *args)
 {
@@ -1022,7 +1052,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
                           &comm_index, &comm_offsets, &comm_data))
         return NULL;
 
-    PyObject *result = NULL, *counts = NULL, *slot_list = NULL, *cpu_counts = NULL;
+    PyObject *result = NULL, *counts = NULL, *slot_list = NULL, *cpu_counts = NULL, *lost = NULL;
     Cursor *cur = NULL;
     Slot *slots = NULL;
     Slot **by_id = NULL;
@@ -1361,13 +1391,30 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
             goto out;
         PyList_SET_ITEM(slot_list, i, r);
     }
+    lost = PyList_New(0);
+    if (!lost)
+        goto out;
+    for (Py_ssize_t i = 0; i < nstreams; i++) {
+        if (!cur[i].lost_pages)
+            continue;
+        PyObject *t = Py_BuildValue("(iKKKLL)", cur[i].cpu, (unsigned long long)cur[i].lost_pages,
+                                    (unsigned long long)cur[i].lost_events,
+                                    (unsigned long long)cur[i].lost_unknown_pages,
+                                    (long long)cur[i].lost_first_ts, (long long)cur[i].lost_last_ts);
+        if (!t || PyList_Append(lost, t) < 0) {
+            Py_XDECREF(t);
+            goto out;
+        }
+        Py_DECREF(t);
+    }
     PyObject *fts = first_ts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(first_ts);
     PyObject *lts = last_ts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(last_ts);
-    result = Py_BuildValue("{s:O,s:O,s:O,s:N,s:N,s:L,s:O}", "counts", counts, "slots", slot_list,
+    result = Py_BuildValue("{s:O,s:O,s:O,s:N,s:N,s:L,s:O,s:O}", "counts", counts, "slots", slot_list,
                            "warnings", warnings, "first_ts", fts, "last_ts", lts,
-                           "total", (long long)total, "cpu_counts", cpu_counts);
+                           "total", (long long)total, "cpu_counts", cpu_counts, "lost", lost);
 
 out:
+    Py_XDECREF(lost);
     Py_XDECREF(counts);
     Py_XDECREF(slot_list);
     Py_XDECREF(cpu_counts);

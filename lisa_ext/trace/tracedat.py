@@ -280,6 +280,41 @@ def _event_counts(info: TraceDatFile, counts: dict[int, int], warnings: list[str
     return dict(sorted(names.items()))
 
 
+def lost_events(cpustats: list[dict], flagged: list[tuple]) -> dict:
+    """How many events the kernel lost while this trace was recorded, and where.
+
+    Two sources, both written by the kernel (``kernel/trace/ring_buffer.c``):
+    the ring-buffer statistics trace-cmd saves at the end of recording
+    (``overrun``: events overwritten before a reader took them; ``dropped_events``:
+    events refused because the buffer was full), which give the totals, and the
+    pages flagged as following a loss (``RB_MISSED_EVENTS``), which say when.
+    Without saved statistics the flagged pages' stored counts are a lower bound
+    (``exact`` is then false when some flagged page carries no count).
+
+    Returns ``{"total": n, "per_cpu": {"<cpu>": n}, "exact": bool, "source": str,
+    "flagged_pages": n, "first_lost_ns": ns|None, "last_lost_ns": ns|None}``.
+    """
+    per_cpu: dict[str, int] = {}
+    if cpustats:
+        source, exact = "ring-buffer statistics", True
+        for st in cpustats:
+            n = st.get("overrun", 0) + st.get("dropped_events", 0)
+            per_cpu[str(st["cpu"])] = per_cpu.get(str(st["cpu"]), 0) + n
+    else:
+        source, exact = "flagged pages", not any(f[3] for f in flagged)
+        for cpu, _pages, events, _unknown, _first, _last in flagged:
+            per_cpu[str(cpu)] = per_cpu.get(str(cpu), 0) + events
+    return {
+        "total": sum(per_cpu.values()),
+        "per_cpu": dict(sorted(per_cpu.items(), key=lambda kv: int(kv[0]))),
+        "exact": exact,
+        "source": source,
+        "flagged_pages": sum(f[1] for f in flagged),
+        "first_lost_ns": min((f[4] for f in flagged), default=None),
+        "last_lost_ns": max((f[5] for f in flagged), default=None),
+    }
+
+
 def _meta(info: TraceDatFile, out: dict, counts: dict[str, int], warnings: list[str]) -> dict:
     return {
         "source": info.path,
@@ -292,6 +327,7 @@ def _meta(info: TraceDatFile, out: dict, counts: dict[str, int], warnings: list[
         "first_timestamp_ns": out["first_ts"],
         "last_timestamp_ns": out["last_ts"],
         "buffers": info.buffers,
+        "lost_events": lost_events(info.cpustats, out.get("lost", [])),
         "warnings": warnings,
     }
 

@@ -27,6 +27,7 @@ __all__ = [
     "open_tracedat",
     "parse_format",
     "header_page_layout",
+    "parse_cpustats",
     "native",
 ]
 
@@ -37,7 +38,7 @@ COMPRESSION_IDS = {"none": 0, "zlib": 1, "zstd": 2}
 # trace.dat v7 section ids and option ids (trace-cmd.dat.v7(5)).
 _SEC_OPTIONS = 0
 _SEC_HEADER_INFO, _SEC_FTRACE, _SEC_EVENTS, _SEC_KALLSYMS, _SEC_PRINTK, _SEC_CMDLINES = range(16, 22)
-_OPT_DONE, _OPT_BUFFER, _OPT_TRACECLOCK, _OPT_CPUCOUNT = 0, 3, 4, 8
+_OPT_DONE, _OPT_CPUSTAT, _OPT_BUFFER, _OPT_TRACECLOCK, _OPT_CPUCOUNT = 0, 2, 3, 4, 8
 
 #: The native decoder interface these modules speak (``_tracedat.ABI_VERSION``).
 NATIVE_ABI = 2
@@ -151,6 +152,10 @@ class TraceDatFile:
     cpus: int
     streams: list[tuple[int, int, int]] = field(default_factory=list)  # (cpu, offset, size)
     buffers: list[str] = field(default_factory=list)
+    cpustats: list[dict] = field(default_factory=list)
+    """The kernel's ring-buffer statistics trace-cmd saved at the end of recording, one
+    dict per buffer and CPU: ``buffer`` ("" for the top level), ``cpu`` and the integer
+    counters of ``per_cpu/cpuN/stats`` (``overrun``, ``dropped_events``, ``entries``, ...)."""
 
     @functools.cached_property
     def kallsyms(self) -> list[tuple[int, str]]:
@@ -379,6 +384,33 @@ def _parse_cmdlines(text: str) -> dict[int, str]:
     return comms
 
 
+_CPUSTAT_BUFFER = re.compile(r"^\s*Buffer:\s*(\S*)\s*$")
+_CPUSTAT_LINE = re.compile(r"^([a-z][a-z ]*[a-z]):\s*(\d+)\s*$", re.IGNORECASE)
+
+
+def parse_cpustats(bodies: list[bytes]) -> list[dict]:
+    """The CPUSTAT options in file order: a ``Buffer: NAME`` body starts an instance's block.
+
+    Each per-CPU body is the text of tracefs ``per_cpu/cpuN/stats`` headed by ``CPU: N``
+    (trace-cmd's record.c); counters become ints with spaces turned into underscores.
+    """
+    stats, buffer = [], ""
+    for body in bodies:
+        text = body.split(b"\0", 1)[0].decode("utf-8", "replace")
+        m = _CPUSTAT_BUFFER.match(text.strip())
+        if m:
+            buffer = m[1]
+            continue
+        entry: dict = {"buffer": buffer}
+        for line in text.splitlines():
+            c = _CPUSTAT_LINE.match(line.strip())
+            if c:
+                entry[c[1].lower().replace(" ", "_")] = int(c[2])
+        if "cpu" in entry:
+            stats.append(entry)
+    return stats
+
+
 def header_page_layout(path: str, text: str, long_size: int) -> tuple[int, int, int]:
     """(commit offset, commit size, data offset) from the header_page format."""
     commit = re.search(r"field:\s*local_t commit;\s*offset:(\d+);\s*size:(\d+);", text)
@@ -413,6 +445,7 @@ def _read_v6(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
     tag = r.take(10)
     has_clock = False
     instance_offsets: list[tuple[str, int]] = []
+    cpustat_bodies: list[bytes] = []
     if tag == b"options  \0":
         r.what = "options"
         while True:
@@ -422,6 +455,8 @@ def _read_v6(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
             data = r.take(r.u32())
             if opt == _OPT_TRACECLOCK:
                 has_clock = True
+            elif opt == _OPT_CPUSTAT:
+                cpustat_bodies.append(data)
             elif opt == _OPT_BUFFER and len(data) >= 8:
                 off = struct.unpack_from("<Q", data)[0]
                 name = data[8:].split(b"\0", 1)[0].decode("utf-8", "replace")
@@ -465,6 +500,7 @@ def _read_v6(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
         clock=clock,
         compression="none",
         buffers=buffers,
+        cpustats=parse_cpustats(cpustat_bodies),
     )
 
 
@@ -499,6 +535,7 @@ def _read_v7(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
     sections: dict[int, int] = {}
     buffers: list[tuple[str, str, list[tuple[int, int, int]]]] = []
     clock_text = ""
+    cpustat_bodies: list[bytes] = []
     cpucount = None
     seen = set()
     while options_at:
@@ -524,6 +561,8 @@ def _read_v7(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
                 sections[opt] = struct.unpack_from("<Q", body)[0]
             elif opt == _OPT_TRACECLOCK:
                 clock_text = body.decode("utf-8", "replace")
+            elif opt == _OPT_CPUSTAT:
+                cpustat_bodies.append(body)
             elif opt == _OPT_CPUCOUNT and len(body) >= 4:
                 cpucount = struct.unpack_from("<I", body)[0]
             elif opt == _OPT_BUFFER:
@@ -583,6 +622,7 @@ def _read_v7(path: str, mm, r: _Reader, long_size: int, page_size: int, warnings
         clock=clock,
         compression=compression,
         buffers=[name for name, _, _ in buffers],
+        cpustats=parse_cpustats(cpustat_bodies),
     )
 
 
@@ -635,4 +675,5 @@ def open_tracedat(path: str | os.PathLike, warnings: list[str] | None = None) ->
         cpus=info["cpus"],
         streams=info["streams"],
         buffers=info["buffers"],
+        cpustats=info["cpustats"],
     )

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from lisa_ext import hostkeys
 from lisa_ext.errors import UserError
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
 from lisa_ext.workbench import workbench_path
@@ -239,7 +240,7 @@ class VirtualBoard:
         state = self._require_state()
         return [
             "ssh", "-i", str(rootfs.ssh_key_path()), "-p", str(state.ssh_port),
-            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            *hostkeys.openssh_options(pinned=rootfs.known_hosts_pin_path(), alias=hostkeys.VBOARD_ALIAS),
             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
             "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=6",
             "-t" if tty else "-T",

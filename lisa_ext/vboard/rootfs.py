@@ -16,6 +16,8 @@ Cache layout, under ``$LISA_EXT_CACHE/vboard`` (default ``~/.cache/lisa-ext``)::
     debootstrap-<key>/    the unpacked Debian system (reused when only our files change)
     rootfs-<key>.ext4     the packed image booted by QEMU
     ssh/id_ed25519[.pub]  the key pair authorised for root in the guest
+    ssh/host_ed25519_key[.pub], ssh/known_hosts
+                          the guest's only host key, and the pin the host checks it against
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from lisa_ext.errors import UserError
+from lisa_ext.hostkeys import VBOARD_ALIAS
 
 __all__ = [
     "ROOTFS_PACKAGES",
@@ -43,6 +46,9 @@ __all__ = [
     "vboard_cache_dir",
     "ssh_key_path",
     "ensure_ssh_key",
+    "host_key_path",
+    "known_hosts_pin_path",
+    "ensure_host_key",
     "ensure_rootfs",
     "make_overlay",
     "make_modules_disk",
@@ -83,7 +89,8 @@ MODULES_LOAD_FILE = "lisa-ext.load"
 _IMAGE_HEADROOM = 768 * 1024 * 1024
 
 _SSHD_CONFIG = """\
-# lisa-ext virtual board: root logs in with the cache's key only
+# lisa-ext virtual board: root logs in with the cache's key only; one host key, pinned by the host
+HostKey /etc/ssh/ssh_host_ed25519_key
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -146,20 +153,44 @@ def _cache_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def ensure_ssh_key() -> Path:
-    """Create the cache's SSH key pair once; return the private key path."""
-    key = ssh_key_path()
+def host_key_path() -> Path:
+    """The board's own SSH host key (private half), installed into the rootfs image."""
+    return vboard_cache_dir() / "ssh" / "host_ed25519_key"
+
+
+def known_hosts_pin_path() -> Path:
+    """known_hosts pinning the board's host key under :data:`lisa_ext.hostkeys.VBOARD_ALIAS`."""
+    return vboard_cache_dir() / "ssh" / "known_hosts"
+
+
+def _keygen(key: Path, comment: str) -> None:
+    """An ed25519 key pair at ``key`` / ``key.pub``, made once."""
     if not key.exists():
         key.parent.mkdir(parents=True, exist_ok=True)
         tmp = key.with_name(key.name + ".tmp")
         for stale in (tmp, tmp.with_name(tmp.name + ".pub")):
             stale.unlink(missing_ok=True)
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "lisa-ext-vboard", "-f", str(tmp)],
-             what="ssh-keygen")
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(tmp)], what="ssh-keygen")
         os.replace(tmp.with_name(tmp.name + ".pub"), key.with_name(key.name + ".pub"))
         os.replace(tmp, key)
     key.chmod(0o600)
+
+
+def ensure_ssh_key() -> Path:
+    """Create the cache's SSH key pair once; return the private key path."""
+    key = ssh_key_path()
+    _keygen(key, "lisa-ext-vboard")
     return key
+
+
+def ensure_host_key() -> Path:
+    """Create the board's host key once and pin it; return the pin file (a known_hosts)."""
+    key = host_key_path()
+    _keygen(key, "lisa-ext-vboard-host")
+    kind, blob = key.with_name(key.name + ".pub").read_text().split()[:2]
+    pin = known_hosts_pin_path()
+    pin.write_text(f"{VBOARD_ALIAS} {kind} {blob}\n")
+    return pin
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -209,8 +240,20 @@ def _debootstrap(stage: Path, mirror: str) -> None:
     os.replace(tmp, stage)
 
 
+def _install_host_key(stage: Path) -> None:
+    """The pinned host key is the board's only one: the keys debootstrap generated are dropped."""
+    ssh_etc = stage / "etc" / "ssh"
+    for old in ssh_etc.glob("ssh_host_*"):
+        old.unlink()
+    for suffix in ("", ".pub"):
+        dest = ssh_etc / f"ssh_host_ed25519_key{suffix}"
+        shutil.copyfile(host_key_path().with_name(host_key_path().name + suffix), dest)
+        dest.chmod(0o600 if not suffix else 0o644)
+
+
 def _configure(stage: Path, public_key: bytes) -> None:
     """Write lisa-ext's own files into the unpacked system (idempotent)."""
+    _install_host_key(stage)
     init = stage / "sbin" / "lisa-ext-init"
     init.write_bytes(_init_script())
     init.chmod(0o755)
@@ -255,9 +298,10 @@ def ensure_rootfs(*, mirror: str | None = None) -> Rootfs:
     with _cache_lock(cache):
         key_path = ensure_ssh_key()
         public_key = key_path.with_name(key_path.name + ".pub").read_bytes()
+        pin = ensure_host_key()
         stage_key = _digest(SUITE, "minbase", *ROOTFS_PACKAGES)
         stage = cache / f"debootstrap-{stage_key}"
-        image_key = _digest(stage_key, _init_script(), _SSHD_CONFIG, public_key)
+        image_key = _digest(stage_key, _init_script(), _SSHD_CONFIG, public_key, pin.read_bytes())
         image = cache / f"rootfs-{image_key}.ext4"
         if image.exists():
             return Rootfs(image=image, ssh_key=key_path, key=image_key)

@@ -1,0 +1,62 @@
+"""Lost trace events per run: stored with the run, flagged wherever runs are listed.
+
+When the ftrace ring buffer of a traced run overflows (``kernel/trace/ring_buffer.c``:
+``overrun`` counts events overwritten before a reader took them, ``dropped_events``
+those refused because the buffer was full), every count an analysis makes from
+that trace is short. The runner stores the loss the trace itself records
+(:func:`lisa_ext.trace.tracedat.count_events`, ``"lost_events"``) under the run's
+``meta.json`` key ``"trace_lost_events"``; ``campaign status`` and the report
+name the runs whose traces lost events instead of silently under-counting.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lisa_ext.trace.tracedat import count_events
+
+__all__ = ["META_KEY", "lost_total", "read_run_lost", "record_lost_events", "warning_line"]
+
+META_KEY = "trace_lost_events"
+
+
+def record_lost_events(run_dir: Path, meta: dict) -> None:
+    """Store the loss of ``run_dir/trace.dat`` (if any) in ``meta[META_KEY]``.
+
+    A trace the reader cannot walk is recorded as ``{"error": ...}``: the run
+    keeps its result, and the reason is there for whoever reads the trace later.
+    """
+    trace = Path(run_dir) / "trace.dat"
+    if not trace.is_file():
+        return
+    try:
+        meta[META_KEY] = count_events(trace)["lost_events"]
+    except Exception as exc:  # noqa: BLE001 -- a damaged trace must not fail a finished run
+        meta[META_KEY] = {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def lost_total(meta: dict) -> int:
+    """Events a run's trace lost according to its meta (0 when untraced or unknown)."""
+    lost = meta.get(META_KEY)
+    if not isinstance(lost, dict):
+        return 0
+    total = lost.get("total", 0)
+    return total if isinstance(total, int) and not isinstance(total, bool) else 0
+
+
+def read_run_lost(run_dir: Path) -> int:
+    """Events lost by the trace of a finished run directory, read from its ``meta.json``."""
+    try:
+        meta = json.loads((Path(run_dir) / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    return lost_total(meta) if isinstance(meta, dict) else 0
+
+
+def warning_line(lost: dict[str, int]) -> str:
+    """One line naming the runs (label -> events lost) whose traces are incomplete."""
+    runs = ", ".join(f"{label} ({n} events)" for label, n in sorted(lost.items()))
+    return (f"warning: {len(lost)} run{'s' if len(lost) != 1 else ''} lost trace events "
+            f"(ftrace buffer overflow; trace-derived counts under-count, raise "
+            f"trace: buffer-size-kb): {runs}")
