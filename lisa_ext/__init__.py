@@ -1,17 +1,37 @@
 """lisa_ext: a research workbench for Linux scheduler and power-management patches.
 
-The package is layered the way data flows, and no module imports from a layer
-further up this chain::
+Data flows one way: campaign spec -> runner (target + variant + workload +
+tracing) -> store (``data/``) -> ingest (trace.dat -> Arrow) -> analyses ->
+statistics -> report -> studies and notebooks. The modules are layered so that
+no import runs back up; ``.importlinter`` holds the contract and
+``tests/test_layers.py`` checks it on every ``make test``. From the top (a
+layer may import only the layers below it; ``|`` separates modules of one layer
+that do not import each other)::
 
-    campaign (spec, runner, store)  ->  trace (ingest)  ->  analysis
-        ->  stats  ->  report
+    cli                  # lisa_ext.cli and every lisa_ext.<package>.cli: the commands
+    quickstart           # the quickstart study
+    study                # studies: campaign + report + notebook
+    report               # tables, figures, explorer of a campaign
+    stats                # comparisons of variants in a metrics table
+    analysis             # the registered LISA analyses (trace.ana.<name>)
+    campaign             # spec -> runner -> store; see lisa_ext.campaign
+    kernel               # kernel variants: build and deploy
+    target               # target configs and connections
+    vboard               # the QEMU virtual board
+    trace                # ingest: trace.dat / text / systrace -> Arrow tables
+    energy_model | hostkeys | knobs | rfc_numbers | running_kernel
+    compat | schema | workbench
+    lisa_hook            # makes a plain `import lisa` work; runs at start-up
+    errors
 
-The target layer (:mod:`lisa_ext.target`, :mod:`lisa_ext.knobs`,
-:mod:`lisa_ext.running_kernel`, :mod:`lisa_ext.kernel`, :mod:`lisa_ext.vboard`)
-sits below the campaign runner and never imports the runner, store, report or
-study (only :mod:`lisa_ext.target` uses the YAML checks of
-:mod:`lisa_ext.campaign.schema`);
-:mod:`lisa_ext.workbench` says where the input directories are.
+Command modules sit on top although most live inside the package they drive
+(``lisa_ext.stats.cli`` may use the report's table renderers, ``lisa_ext.vboard.cli``
+the kernel deploy); only :mod:`lisa_ext.cli` imports them, lazily. Inside
+:mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > spec >
+cpu_util | meters | tools | tracing | workloads > health | remote | storage | trace_loss >
+store``; the runner
+writes the store, the report, stats and studies read it through
+:mod:`lisa_ext.campaign.store`.
 
 Importing :mod:`lisa_ext` itself is cheap and has no side effects. LISA is
 imported plainly or through :func:`lisa_ext.compat.import_lisa`; either way

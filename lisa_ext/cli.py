@@ -2,8 +2,14 @@
 
 Each top-level command lives next to the code it drives, in a module exposing
 ``register(subparsers)`` that adds its parser and sets ``func`` on it. Modules
-are imported only when their command is used, so ``lisa-ext --help`` and quick
-commands stay fast.
+are imported only when their command is used (importlib, by name), so
+``lisa-ext --help`` and quick commands stay fast.
+
+One convention for every command (``tests/test_cli.py`` walks each ``--help``):
+``-o/--out`` is where a command writes its result (a directory, file or HTML
+page), ``--data DIR`` a campaign directory a command reads or fills; values are
+shown as upper-case placeholders (``DIR``, ``FILE``, ``N``); every command and
+action has a description; help text is plain (no reST markup).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Sequence
 
 from lisa_ext.errors import UserError
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
 #: command name -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,13 +37,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = (), *, every_command: bool = False) -> argparse.ArgumentParser:
+    """The ``lisa-ext`` parser. Only the command named in ``argv`` (or, with
+    ``every_command``, each one) is imported and registers its options; the others
+    appear by name and one-line help."""
     parser = argparse.ArgumentParser(prog="lisa-ext", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     wanted = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
-        if name == wanted:
+        if every_command or name == wanted:
             try:
                 importlib.import_module(module).register(sub)
                 continue
@@ -50,7 +59,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

@@ -6,7 +6,7 @@ runs the LISA code path each one fixes.
 
 * ``lisa/analysis/tasks.py`` (``df_task_activation`` default argument, evaluated
   at import time), ``lisa/datautils.py`` and ``lisa/analysis/functions.py`` use
-  ``np.NaN``, removed in numpy 2.0 -> :func:`shim_numpy_aliases` restores it as
+  ``np.NaN``, removed in numpy 2.0 -> :func:`lisa_ext.lisa_hook.shim_numpy_aliases` restores it as
   an alias of ``np.nan``.
 * ``lisa/datautils.py`` (``series_integrate``) calls ``np.trapz``, removed in
   numpy 2.4 -> aliased to ``np.trapezoid``.
@@ -15,52 +15,30 @@ runs the LISA code path each one fixes.
 * ``lisa/__init__.py`` installs a warnings filter turning every
   DeprecationWarning attributed to a ``lisa.*`` module into an exception. Any
   pandas/numpy deprecation triggered from inside LISA then kills a user's
-  notebook cell -> :func:`relax_lisa_warning_filter` downgrades it to
+  notebook cell -> :func:`lisa_ext.lisa_hook.relax_lisa_warning_filter` downgrades it to
   ``default`` (shown once per location, never raised).
 
 :mod:`lisa_ext.lisa_hook` applies these shims right before LISA is first
 imported, so plain ``import lisa.trace`` works in the project's environment.
 
 The shims only add missing attributes and edit one warnings filter; they never
-replace behaviour that exists.
+replace behaviour that exists. :func:`quiet_lisa_logs` is the one place that
+turns down LISA's and devlib's step-by-step logging for commands that show their
+own progress (campaigns, studies, the quickstart).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import types
 import warnings
 
-import numpy as np
-
 from lisa_ext import lisa_hook
 
-__all__ = ["apply", "import_lisa", "relax_lisa_warning_filter", "shim_numpy_aliases"]
+__all__ = ["apply", "import_lisa", "quiet_lisa_logs"]
 
 _applied = False
-
-
-def shim_numpy_aliases() -> None:
-    if not hasattr(np, "NaN"):
-        np.NaN = np.nan  # type: ignore[attr-defined]
-    if not hasattr(np, "trapz"):
-        np.trapz = np.trapezoid  # type: ignore[attr-defined]
-
-
-def relax_lisa_warning_filter() -> None:
-    relaxed = []
-    for action, message, category, module, lineno in warnings.filters:
-        pattern = getattr(module, "pattern", module)
-        if (
-            action == "error"
-            and category is DeprecationWarning
-            and isinstance(pattern, str)
-            and pattern.startswith("lisa")
-        ):
-            action = "default"
-        relaxed.append((action, message, category, module, lineno))
-    warnings.filters[:] = relaxed
-    warnings._filters_mutated()  # type: ignore[attr-defined]
 
 
 def apply() -> None:
@@ -73,10 +51,10 @@ def apply() -> None:
     global _applied
     if _applied:
         return
-    shim_numpy_aliases()
+    lisa_hook.shim_numpy_aliases()
     lisa_hook.install()
     importlib.import_module("lisa")
-    relax_lisa_warning_filter()
+    lisa_hook.relax_lisa_warning_filter()
     _applied = True
 
 
@@ -84,3 +62,10 @@ def import_lisa(name: str = "lisa") -> types.ModuleType:
     """Import a LISA module (e.g. ``"lisa.trace"``) with the shims in place."""
     apply()
     return importlib.import_module(name)
+
+
+def quiet_lisa_logs() -> None:
+    """LISA and devlib log every step at INFO/WARNING; a campaign shows its own progress."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("lisa", "devlib", "LocalConnection", "LocalLinuxTarget", "Target"):
+        logging.getLogger(name).setLevel(logging.ERROR)

@@ -10,8 +10,8 @@ finder on :data:`sys.meta_path`; nothing else happens until a program imports
 LISA:
 
 * right before ``lisa`` executes: the numpy aliases of
-  :func:`lisa_ext.compat.shim_numpy_aliases`;
-* right after ``lisa`` executed: :func:`lisa_ext.compat.relax_lisa_warning_filter`;
+  :func:`shim_numpy_aliases`;
+* right after ``lisa`` executed: :func:`relax_lisa_warning_filter`;
 * right after ``lisa.analysis._proxy`` executed (LISA's ``Trace.__init__``
   imports it to build ``trace.ana``): ``import lisa_ext.analysis``, which
   defines our :class:`~lisa.analysis.base.TraceAnalysisBase` subclasses, so
@@ -34,7 +34,8 @@ import warnings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
-__all__ = ["LisaShimFinder", "install", "install_at_startup", "installed", "register_analyses"]
+__all__ = ["LisaShimFinder", "install", "install_at_startup", "installed", "register_analyses",
+           "relax_lisa_warning_filter", "shim_numpy_aliases"]
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -43,17 +44,40 @@ if TYPE_CHECKING:
 DISABLE_ENV = "LISA_EXT_NO_LISA_HOOK"
 
 
-def _before_lisa(module: ModuleType) -> None:
-    # deferred: numpy is only worth importing once LISA is being imported
-    from lisa_ext import compat
+def shim_numpy_aliases() -> None:
+    """Restore ``np.NaN`` and ``np.trapz`` (see :mod:`lisa_ext.compat` for the LISA files needing them)."""
+    # deferred: this module runs at every interpreter start-up (.pth), numpy costs ~0.5 s
+    import numpy as np
 
-    compat.shim_numpy_aliases()
+    if not hasattr(np, "NaN"):
+        np.NaN = np.nan  # type: ignore[attr-defined]
+    if not hasattr(np, "trapz"):
+        np.trapz = np.trapezoid  # type: ignore[attr-defined]
+
+
+def relax_lisa_warning_filter() -> None:
+    """Downgrade LISA's error filter for its DeprecationWarnings to ``default``."""
+    relaxed = []
+    for action, message, category, module, lineno in warnings.filters:
+        pattern = getattr(module, "pattern", module)
+        if (
+            action == "error"
+            and category is DeprecationWarning
+            and isinstance(pattern, str)
+            and pattern.startswith("lisa")
+        ):
+            action = "default"
+        relaxed.append((action, message, category, module, lineno))
+    warnings.filters[:] = relaxed
+    warnings._filters_mutated()  # type: ignore[attr-defined]
+
+
+def _before_lisa(module: ModuleType) -> None:
+    shim_numpy_aliases()
 
 
 def _after_lisa(module: ModuleType) -> None:
-    from lisa_ext import compat  # deferred: see _before_lisa
-
-    compat.relax_lisa_warning_filter()
+    relax_lisa_warning_filter()
 
 
 def register_analyses() -> None:

@@ -21,10 +21,17 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import pandas as pd
+
+from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
+from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
+from lisa_ext.study import execute_notebook
+from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["register", "preflight", "run_quickstart", "campaign_overview", "per_run_table", "workloads",
@@ -62,10 +69,6 @@ def preflight(echo=print) -> None:
 
 def campaign_overview(campaign_dir: str | os.PathLike):
     """One row per (variant, workload): runs ok/failed, knobs read back, kernel, trace size."""
-    import pandas as pd
-
-    from lisa_ext.campaign.store import read_campaign
-
     rows = []
     for run in read_campaign(campaign_dir, allow_empty=True).runs:
         trace = run.trace
@@ -93,8 +96,6 @@ def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
     Failed runs are left out, as in the report (:func:`lisa_ext.campaign.store.metrics_table`).
     ``metrics`` restricts the columns (default: every metric the workload reports).
     """
-    from lisa_ext.campaign.store import metrics_table
-
     df = metrics_table(campaign_dir)
     df = df[df["workload"] == workload]
     if metrics is not None:
@@ -110,17 +111,12 @@ def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
 
 def workloads(campaign_dir: str | os.PathLike) -> list[str]:
     """The workloads of a campaign directory, in spec order."""
-    from lisa_ext.campaign.spec import load_spec
-    from lisa_ext.campaign.store import CampaignStore
-
     spec = load_spec(CampaignStore(campaign_dir).spec_copy, check_files=False)
     return [w.name for w in spec.workloads]
 
 
 def variant_summary(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
     """Median and min-max over iterations, per workload, metric and variant."""
-    from lisa_ext.campaign.store import metrics_table
-
     df = metrics_table(campaign_dir)
     df = df[df["metric"].isin(metrics)]
     g = df.groupby(["workload", "metric", "unit", "lower_is_better", "variant"], sort=False)["value"]
@@ -130,10 +126,9 @@ def variant_summary(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
     """One panel per key metric: each iteration as a dot, the median as a bar, per variant."""
+    # deferred: matplotlib (~1 s) only when a figure is drawn
     import matplotlib
     import matplotlib.pyplot as plt
-
-    from lisa_ext.campaign.store import metrics_table
 
     df = metrics_table(campaign_dir)
     df = df[df["metric"].isin(metrics)]
@@ -168,11 +163,6 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
-    from lisa_ext.campaign.cli import quiet_lisa_logs
-    from lisa_ext.campaign.runner import CampaignRunner
-    from lisa_ext.campaign.spec import load_spec
-    from lisa_ext.target import check_target_conf
-
     preflight(echo)
     spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
     check_target_conf(spec.target)
@@ -191,7 +181,6 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
     echo(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
          + (f", {summary.skipped} kept from before" if summary.skipped else ""))
     echo("executing notebooks/quickstart.ipynb ...")
-    from lisa_ext.study import execute_notebook
 
     return execute_notebook(workbench_path("notebooks", "quickstart.ipynb"), out_html, {"campaign_dir": str(campaign_dir.resolve())})
 
@@ -205,16 +194,15 @@ def _handler(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("quickstart", help="run the quickstart study on this machine")
-    p.add_argument("--data", default=str(output_dir() / "data" / "quickstart"),
+    p = subparsers.add_parser("quickstart", help="run the quickstart study on this machine",
+                              description="Run the quickstart campaign on this machine (resuming "
+                                          "finished runs), then execute notebooks/quickstart.ipynb "
+                                          "into an HTML report.")
+    p.add_argument("--data", metavar="DIR", default=str(output_dir() / "data" / "quickstart"),
                    help="campaign directory (default: data/quickstart)")
-    p.add_argument("--out", default=str(output_dir() / "out" / "quickstart.html"),
+    p.add_argument("-o", "--out", metavar="HTML", default=str(output_dir() / "out" / "quickstart.html"),
                    help="HTML report (default: out/quickstart.html)")
     p.add_argument("--fresh", action="store_true", help="discard earlier runs and start over")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_handler)
 
-
-if __name__ == "__main__":  # pragma: no cover - convenience for `python -m lisa_ext.quickstart`
-    from lisa_ext.cli import main
-    sys.exit(main(["quickstart", *sys.argv[1:]]))

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.campaign.schema import load_yaml
+from lisa_ext.schema import load_yaml
 from lisa_ext.errors import SpecError
 from lisa_ext.workbench import workbench_path
 

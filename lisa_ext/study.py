@@ -15,23 +15,37 @@ from __future__ import annotations
 import argparse
 import copy
 import fnmatch
+import html
 import logging
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store import read_campaign
+from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
+from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
+from lisa_ext.report.cache import cached_frame
+from lisa_ext.report.explore import explorer_page, use_bokeh
+from lisa_ext.report.figures import figure_name
+from lisa_ext.target import check_target_conf
+from lisa_ext.trace import load_trace
 from lisa_ext.workbench import output_dir, workbench_path
-from lisa_ext.report.explore import use_bokeh
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
            "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
            "export_notebook", "use_bokeh"]
+
+# Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
+# need them.
 
 
 
@@ -88,10 +102,6 @@ def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
             raise UserError(f"{campaign_dir}: no runs collected yet; run the campaign first "
                             f"(lisa-ext campaign run {spec} --out {campaign_dir})")
         return campaign_dir
-    from lisa_ext.campaign.cli import quiet_lisa_logs
-    from lisa_ext.campaign.runner import CampaignRunner
-    from lisa_ext.campaign.spec import load_spec
-    from lisa_ext.target import check_target_conf
 
     loaded = load_spec(spec)
     check_target_conf(loaded.target)
@@ -103,16 +113,12 @@ def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
 def write_report(campaign_dir: str | os.PathLike, out: str | os.PathLike | None = None,
                  **options: Any) -> Path:
     """``lisa-ext report``: tables and figures of a campaign; options as :class:`ReportOptions`."""
-    from lisa_ext.report.build import ReportOptions, build_report
-
     return build_report(repo_path(campaign_dir),
                         ReportOptions(out=None if out is None else repo_path(out), **options))
 
 
 def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> str:
     """One of the comparison tables a report wrote (mmtests, markdown, lkp, sd, csv)."""
-    from lisa_ext.report.build import TABLE_FILES
-
     if fmt not in TABLE_FILES:
         raise UserError(f"table format {fmt!r}: choose one of {', '.join(TABLE_FILES)}")
     return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
@@ -132,12 +138,6 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     ``variant``, ``workload`` and ``iteration``. Runs whose trace lacks the events
     the analysis needs are skipped with a warning naming the run.
     """
-    import warnings
-
-    from lisa_ext.campaign.store import read_campaign
-    from lisa_ext.report.cache import cached_frame
-    from lisa_ext.trace import load_trace
-
     frames = []
     for run in read_campaign(repo_path(campaign_dir)).runs:
         if run.status != "ok" or run.trace is None:
@@ -165,9 +165,7 @@ def show_page(path: str | os.PathLike, height: int = 900):
     """A standalone HTML page (the explorer's, a report's figures.html) shown in
     the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
     JupyterLab and in the exported study HTML alike, offline."""
-    import html
-    import warnings
-
+    # deferred: see the note under __all__
     from IPython.display import HTML
 
     text = Path(path).read_text(encoding="utf-8")
@@ -186,10 +184,6 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     traced run matching the filters, written to ``out_dir/explorer_<run>.html``
     and shown in the notebook. For live re-aggregation on zoom, display
     ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
-    from lisa_ext.campaign.store import read_campaign
-    from lisa_ext.report.explore import explorer_page
-    from lisa_ext.report.figures import figure_name
-
     for run in read_campaign(repo_path(campaign_dir)).ok_runs:
         if run.trace is None or (variant, workload, iteration) != (
                 variant and run.variant, workload and run.workload,
@@ -206,6 +200,7 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
 
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
+    # deferred: see the note under __all__
     import nbformat
     import papermill
 
@@ -224,6 +219,7 @@ _LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
 
 def export_notebook(nb, out_html: Path) -> Path:
     """An executed notebook (``nbformat`` node) as one offline HTML page."""
+    # deferred: see the note under __all__
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(template_name="lab")
@@ -254,8 +250,6 @@ def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = T
 
 
 def _list(args: argparse.Namespace) -> int:
-    from lisa_ext.campaign.spec import load_spec
-
     for s in list_studies():
         spec = load_spec(s.spec, check_files=False)
         print(f"{s.name:18} {spec.description}")
@@ -273,14 +267,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("study", help="run a study (campaign + report + notebook)")
+    p = subparsers.add_parser("study", help="run a study (campaign + report + notebook)",
+                              description="List the studies in notebooks/, or run one: its campaign, "
+                                          "its report and its notebook rendered to HTML.")
     sub = p.add_subparsers(dest="study_command", metavar="ACTION")
     sub.required = True
-    sub.add_parser("list", help="the studies in notebooks/").set_defaults(func=_list)
-    run = sub.add_parser("run", help="run a study's campaign, then execute its notebook to HTML")
-    run.add_argument("name", help="study name, e.g. wq-affinity (see `lisa-ext study list`)")
+    sub.add_parser("list", help="the studies in notebooks/",
+                   description="List the studies in notebooks/ with their descriptions.").set_defaults(func=_list)
+    run = sub.add_parser("run", help="run a study's campaign, then execute its notebook to HTML",
+                         description="Run (or resume) a study's campaign, then execute its "
+                                     "notebook into an HTML page.")
+    run.add_argument("name", metavar="NAME", help="study name, e.g. wq-affinity (see: lisa-ext study list)")
     run.add_argument("--data", metavar="DIR", help="campaign directory (default: data/<name>)")
-    run.add_argument("--out", metavar="HTML", help="output page (default: out/<name>.html)")
+    run.add_argument("-o", "--out", metavar="HTML", help="output page (default: out/<name>.html)")
     run.add_argument("--no-run", action="store_true",
                      help="do not run anything: render the notebook from the collected runs")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

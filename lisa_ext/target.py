@@ -15,13 +15,15 @@ from __future__ import annotations
 import os
 import platform
 import shlex
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from lisa_ext import hostkeys
-from lisa_ext.campaign.schema import Field, check_mapping, load_yaml, type_names
+from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
+from lisa_ext.schema import Field, check_mapping, load_yaml, type_names
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
 __all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance",
@@ -42,7 +44,7 @@ _EXTRA_SCHEMA = {
 
 
 def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
-    from lisa.conf import LevelKeyDesc
+    from lisa.conf import LevelKeyDesc  # deferred: LISA takes seconds; only config checks need it
 
     if not isinstance(node, dict):
         raise SpecError(path, prefix, f"expected a mapping ({level.help})")
@@ -66,8 +68,6 @@ def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
 
 def check_target_conf(path: str | os.PathLike) -> dict:
     """Validate a target config file against LISA's structure; return it as plain data."""
-    from lisa_ext.compat import import_lisa
-
     path = Path(path).resolve()
     doc = load_yaml(path, "target config")
     if not isinstance(doc, dict) or "target-conf" not in doc:
@@ -113,8 +113,6 @@ def connect(path: str | os.PathLike):
     consults ``~/.ssh/known_hosts``) and again on the connection it opened:
     see :mod:`lisa_ext.hostkeys`.
     """
-    from lisa_ext.compat import import_lisa
-
     doc = check_target_conf(path)
     lisa_target = import_lisa("lisa.target")
     conf = lisa_target.TargetConf.from_yaml_map(os.fspath(path))
@@ -177,8 +175,6 @@ def platform_provenance(target) -> dict:
 
 def tool_versions(target, tools: list[str]) -> dict:
     """Versions of the target binaries used, plus the host-side Python stack."""
-    from importlib.metadata import version
-
     versions: dict[str, Any] = {"python": platform.python_version()}
     for dist in ("lisa-linux", "devlib", "lisa-ext"):
         try:

@@ -9,7 +9,7 @@ import pytest
 import analysis_reference as ref
 from analysis_loaders import JUNO, fast_trace, lisa_trace, reference_events, require_shared
 from lisa_ext.analysis.energy import BUSY
-from lisa_ext.analysis.energy_model import load_model, model_from_dict, parse_target_dump
+from lisa_ext.energy_model import load_model, model_from_dict, parse_target_dump
 from lisa_ext.errors import SpecError, UserError
 
 JUNO_MODEL = ref.REPO / "lisa_ext/analysis/data/juno_r0_energy.json"
@@ -118,7 +118,7 @@ def test_target_dump_parsing():
 
 def test_model_from_a_target_without_energy_model():
     """This machine (x86, no cpufreq) has no Energy Model: reading it names the target config."""
-    from lisa_ext.analysis.energy_model import resolve_model
+    from lisa_ext.analysis.energy import resolve_model
 
     local = ref.REPO / "target-configs/local.yml"
     with pytest.raises(UserError, match=rf"{local}: no Energy Model in /sys/kernel/debug/energy_model"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.campaign.spec import load_spec as load_campaign_spec
-from lisa_ext.cli import _build_parser
+from lisa_ext.cli import build_parser
 from lisa_ext.kernel.spec import load_spec as load_variant_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +117,7 @@ def test_documented_commands_exist(page: Path):
     problems = []
     for command in _documented_commands(page):
         words = command.split()[1:]
-        parser = _build_parser(words)
+        parser = build_parser(words)
         chain = ["lisa-ext"]
         while words and words[0] in _subparsers(parser):
             chain.append(words[0])

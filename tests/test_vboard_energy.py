@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.trace import load_trace
-from lisa_ext.analysis.energy_model import EMU_IDLE_POWER, parse_target_dump
+from lisa_ext.energy_model import EMU_IDLE_POWER, parse_target_dump
 from test_kernel_emulation import KERNELS, boot, build_variant, init_binary  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.vboard

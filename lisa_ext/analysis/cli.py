@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "analyse",
         help=f"run a trace analysis ({', '.join(NAMES[:2])}, ...)",
-        description=__doc__.splitlines()[0],
+        description="Run one registered trace analysis on a trace and print its figures: "
+                    "a table, or JSON with --json.",
     )
     p.add_argument("name", metavar="NAME", choices=NAMES, help=" | ".join(NAMES))
     p.add_argument("trace", metavar="TRACE", nargs="?",

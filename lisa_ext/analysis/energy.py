@@ -6,7 +6,7 @@ The events are the ones the kernel emits when a CPU changes OPP or idle state
 CPU of the policy) and ``cpu_idle`` (``state`` = entered idle state index or
 4294967295 on exit, ``cpu_id``; drivers/cpuidle/cpuidle.c and
 kernel/sched/idle.c). The power model is an
-:class:`lisa_ext.analysis.energy_model.EnergyModel` (a model file, or the
+:class:`lisa_ext.energy_model.EnergyModel` (a model file, or the
 target's Energy Model, kernel/power/energy_model.c).
 
 Definition, per CPU over the trace's window (its first to last event, or a
@@ -22,6 +22,8 @@ frequency or state the model lacks is an error naming it and the model.
 
 from __future__ import annotations
 
+import os
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -29,19 +31,29 @@ import pandas as pd
 from lisa_ext import compat
 from lisa_ext.analysis._frames import IDLE_EXIT, event_times, int_column
 from lisa_ext.analysis.base import StudyAnalysis
-from lisa_ext.analysis.energy_model import EnergyModel, resolve_model
+from lisa_ext.energy_model import EnergyModel, load_model, model_from_target
 from lisa_ext.errors import UserError
+from lisa_ext.target import connect
 
 _trace = compat.import_lisa("lisa.trace")
 requires_events = _trace.requires_events
 
-__all__ = ["BUSY", "EnergyAnalysis", "RESIDENCY_COLUMNS"]
+__all__ = ["BUSY", "EnergyAnalysis", "RESIDENCY_COLUMNS", "resolve_model"]
 
 #: ``state`` of busy rows in :meth:`EnergyAnalysis.df_residency_energy`.
 BUSY = -1
 
 #: Columns of :meth:`EnergyAnalysis.df_residency_energy`.
 RESIDENCY_COLUMNS = ("cpu", "cluster", "freq_khz", "state", "time_s", "power_mw", "energy_mj")
+
+
+def resolve_model(spec: str | os.PathLike) -> EnergyModel:
+    """``--model``: a JSON model file, or a target config YAML (target-configs/)
+    whose live target's Energy Model is read (:func:`lisa_ext.energy_model.model_from_target`)."""
+    path = os.fspath(spec)
+    if not path.endswith((".yml", ".yaml")):
+        return load_model(path)
+    return model_from_target(connect(path), name=path)
 
 
 class EnergyAnalysis(StudyAnalysis):
@@ -58,7 +70,7 @@ class EnergyAnalysis(StudyAnalysis):
 
     @classmethod
     def add_cli_arguments(cls, parser) -> None:
-        """``--model MODEL.json``: the power model (see :mod:`lisa_ext.analysis.energy_model`)."""
+        """``--model MODEL.json``: the power model (see :mod:`lisa_ext.energy_model`)."""
         parser.add_argument("--model", metavar="MODEL",
                             help="energy: power model file (JSON: {clusters: {name: {cpus, opp_mw, idle_mw}}}), "
                                  "or a target config YAML to read that target's Energy Model")
@@ -121,7 +133,7 @@ class EnergyAnalysis(StudyAnalysis):
     def df_residency_energy(self, model: EnergyModel | str,
                             window: tuple[float, float] | None = None) -> pd.DataFrame:
         """:meth:`df_residency` priced by ``model`` (an EnergyModel, a model file
-        path or a target config, see :func:`~lisa_ext.analysis.energy_model.resolve_model`):
+        path or a target config, see :func:`resolve_model`):
         ``cpu``, ``cluster``, ``freq_khz``, ``state`` (``BUSY`` = -1), ``time_s``,
         ``power_mw`` (per CPU) and ``energy_mj`` = time_s x power_mw."""
         if isinstance(model, str):
@@ -171,7 +183,7 @@ class EnergyAnalysis(StudyAnalysis):
         cluster and the total (mJ), and the average power (mW)."""
         if model is None:
             raise UserError("energy: a power model is needed: --model MODEL.json "
-                            "(or the target's, lisa_ext.analysis.energy_model.model_from_target)")
+                            "(or the target's, lisa_ext.energy_model.model_from_target)")
         if isinstance(model, str):
             model = resolve_model(model)
         start, end = self.window(window)

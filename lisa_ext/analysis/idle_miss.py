@@ -62,7 +62,9 @@ class IdleMissAnalysis(StudyAnalysis):
     @classmethod
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
         g = parser.add_argument_group("idle-miss")
-        g.add_argument("--mode", choices=("auto", "event", "derived"), default="auto")
+        g.add_argument("--mode", choices=("auto", "event", "derived"), default="auto",
+                       help="cpu_idle_miss events, misses derived from residencies, or auto: "
+                            "events when the trace has them (default)")
         g.add_argument("--by", choices=("cpu", "state", "cluster"), default="cpu",
                        help="grouping of the printed table (JSON always has cpus and total)")
 

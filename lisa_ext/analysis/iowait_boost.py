@@ -122,7 +122,7 @@ class IowaitBoostAnalysis(StudyAnalysis):
     @classmethod
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
         g = parser.add_argument_group("iowait-boost")
-        g.add_argument("--window-ms", type=float, default=4.0,
+        g.add_argument("--window-ms", type=float, default=4.0, metavar="MS",
                        help="frequency window after each wakeup (default 4 ms)")
 
     def _summary(self, window_ms: float) -> tuple[dict[str, Any], list[tuple[str, pd.DataFrame]]]:

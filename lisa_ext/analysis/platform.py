@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ruamel.yaml import YAML, YAMLError
+
 from lisa_ext.errors import SpecError
 
 __all__ = [
@@ -119,8 +121,6 @@ def _cpu_groups(path: Path, key: str, value: Any) -> tuple[tuple[int, ...], ...]
 
 def load_platform_yaml(path: str | os.PathLike) -> Platform:
     """Read a platform description (layout in the module docstring)."""
-    from ruamel.yaml import YAML, YAMLError
-
     path = Path(path)
     try:
         data = YAML(typ="safe").load(path.read_text()) or {}

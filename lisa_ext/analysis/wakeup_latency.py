@@ -84,7 +84,7 @@ class WakeupLatencyAnalysis(StudyAnalysis):
     @classmethod
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
         g = parser.add_argument_group("wakeup-latency")
-        g.add_argument("--pid", type=int, help="only this task")
+        g.add_argument("--pid", type=int, metavar="PID", help="only this task")
         g.add_argument("--comm", metavar="REGEX", help="only tasks whose comm matches")
         g.add_argument("--per-cpu", action="store_true", help="split each task's figures per CPU")
 

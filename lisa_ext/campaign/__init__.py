@@ -1,14 +1,23 @@
 """Campaigns: run workloads under variants of a target, traced, into the store.
 
-* :mod:`~lisa_ext.campaign.spec` -- the YAML spec, validated before anything runs
-* :mod:`~lisa_ext.campaign.knobs` -- sysfs/procfs knobs, always reverted
-* :mod:`~lisa_ext.campaign.tracing` -- trace-cmd into a private ftrace instance
-* :mod:`~lisa_ext.campaign.workloads` -- fio and rt-app
-* :mod:`~lisa_ext.campaign.runner` -- ordering, failures, crash recovery
-* :mod:`~lisa_ext.campaign.store` -- the on-disk layout and the tidy metrics table
+From the top of its layers (``.importlinter``) to the bottom:
+
+* :mod:`~lisa_ext.campaign.cli` -- ``lisa-ext campaign``
 * :mod:`~lisa_ext.campaign.status` -- done / failed / missing runs
+* :mod:`~lisa_ext.campaign.runner` -- ordering, failures, crash recovery
+* :mod:`~lisa_ext.campaign.recovery` -- a lost target: reconnect, reset, retry the run
+* :mod:`~lisa_ext.campaign.spec` -- the YAML spec, validated before anything runs
+* :mod:`~lisa_ext.campaign.cpu_util`, :mod:`~lisa_ext.campaign.meters`,
+  :mod:`~lisa_ext.campaign.tools`, :mod:`~lisa_ext.campaign.tracing`,
+  :mod:`~lisa_ext.campaign.workloads` -- CPU utilisation and energy around a
+  run, tool builds, trace-cmd into a private ftrace instance, the workload kinds
+* :mod:`~lisa_ext.campaign.health`, :mod:`~lisa_ext.campaign.remote`,
+  :mod:`~lisa_ext.campaign.storage`, :mod:`~lisa_ext.campaign.trace_loss` -- the
+  target's watchdog, commands on the target, room in data/, lost trace events
+* :mod:`~lisa_ext.campaign.store` -- the on-disk layout, typed runs and the tidy
+  metrics table: the one reader every other layer uses
 
 Submodules are imported on use; importing this package is cheap.
 """
 
-__all__ = ["spec", "knobs", "tracing", "workloads", "runner", "store", "status"]
+__all__ = ["runner", "spec", "status", "store", "tracing", "workloads"]

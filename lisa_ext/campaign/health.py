@@ -21,6 +21,8 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from lisa_ext.vboard import qemu
+
 __all__ = ["TargetWatchdog", "board_probe", "devlib_probe", "close_connection"]
 
 log = logging.getLogger(__name__)
@@ -31,8 +33,6 @@ Probe = Callable[[float], tuple[str | None, bool]]
 
 def board_probe(board) -> Probe:
     """The virtual board: its QEMU process, then an ``ssh true`` of our own."""
-    from lisa_ext.vboard import qemu
-
     def probe(timeout: float) -> tuple[str | None, bool]:
         if qemu.running_pid(board.pidfile) is None:
             return "the virtual board's QEMU process is gone", True

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from lisa_ext.campaign.store import Metric
+from lisa_ext.energy_model import model_from_target
 from lisa_ext.errors import UserError
 
 __all__ = ["METER_KINDS", "Meter", "metered", "open_meter", "parse_hwmon", "parse_pixel6"]
@@ -103,10 +104,6 @@ def open_meter(target: Any, kind: str, target_name: str = "the target") -> Meter
 
 def _energy_model(target: Any, target_name: str) -> dict | None:
     """The target's Energy Model, so that each run's trace can be priced as the meter was."""
-    # Deferred: lisa_ext.analysis registers every LISA analysis on import, which
-    # campaign spec checking (this module's other user) must not pay for.
-    from lisa_ext.analysis.energy_model import model_from_target
-
     try:
         return model_from_target(target, name=target_name).to_dict()
     except UserError:

@@ -37,10 +37,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lisa_ext.campaign import health
-from lisa_ext.campaign.store import RunKey, RunResult, write_json
+from lisa_ext.campaign.store import JOURNAL_NAME, RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import make_workload
 from lisa_ext.errors import UserError
+from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.target import is_virtual_board, target_extras
 from lisa_ext.vboard import qemu
+from lisa_ext.vboard.board import VirtualBoard
 
 __all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot"]
 
@@ -78,8 +81,6 @@ class CampaignFaults:
     @classmethod
     def for_campaign(cls, runner) -> "CampaignFaults":
         """Settings from the spec (``retries``) and the target config's ``lisa-ext:`` mapping."""
-        from lisa_ext.target import is_virtual_board, target_extras
-
         extras = target_extras(runner.spec.target)
         return cls(runner, retries=runner.spec.retries,
                    interval_s=float(extras.get("probe-interval-s", 5.0)),
@@ -94,8 +95,6 @@ class CampaignFaults:
         return self.is_board
 
     def _board_object(self):
-        from lisa_ext.vboard.board import VirtualBoard
-
         return VirtualBoard()
 
     def console_tail(self) -> str | None:
@@ -232,16 +231,12 @@ class CampaignFaults:
             self._reset_board()
             self._reconnect()
             if kernel is not None:
-                from lisa_ext.kernel.deploy import deploy_variant
-
                 runner._deployed_kernel = (kernel, deploy_variant(runner.target, kernel))
         self._main_conn = runner.target.conn
         if not cleanup:
             return self._took(started)
         # the journal of the lost attempt: leftover processes, trace instance, remote files; the
         # knobs went with the reboot (restoring them now could fail on a file that reads back differently)
-        from lisa_ext.campaign.runner import JOURNAL_NAME  # deferred: the runner imports this module
-
         journal = runner.store.root / JOURNAL_NAME
         if journal.exists():
             data = json.loads(journal.read_text() or "{}")
@@ -260,8 +255,6 @@ class CampaignFaults:
         return took
 
     def _boot_board(self, kernel: Path) -> dict:
-        from lisa_ext.kernel.deploy import deploy_variant
-
         result = deploy_variant(self._board_object(), kernel, method="boot")
         self._reconnect()
         return result

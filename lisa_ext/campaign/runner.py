@@ -36,18 +36,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ruamel.yaml import YAML
+from tqdm import tqdm
+
 from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import meters, recovery, remote, storage, trace_loss, tracing
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
-from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult, write_json
+from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, Metric, RunKey, RunResult, write_json
 from lisa_ext.campaign.tools import missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
+from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.target import connect, kernel_provenance, platform_provenance, tool_versions, tracefs_root
 
-__all__ = ["plan_runs", "CampaignRunner", "RunSummary", "JOURNAL_NAME", "STATE_NAME"]
+__all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
 
-JOURNAL_NAME = ".runner-journal.json"
 STATE_NAME = "campaign-state.json"
 log = logging.getLogger(__name__)
 
@@ -151,7 +155,6 @@ class CampaignRunner:
             if not self.resume:
                 raise UserError(f"{root} already holds campaign runs; pass --resume to continue it, "
                                 "or remove the directory to start over")
-            from ruamel.yaml import YAML
             stored = json.loads(json.dumps(YAML(typ="safe").load(copy.read_text()), default=str))
             if stored != self.spec.raw:
                 raise UserError(f"{self.spec.path} differs from the spec this campaign was started "
@@ -180,8 +183,6 @@ class CampaignRunner:
     # -- target ---------------------------------------------------------------
 
     def _connect(self) -> None:
-        from lisa_ext.target import connect, platform_provenance, tool_versions, tracefs_root
-
         self.target = connect(self.spec.target)
         problems = []
         if self.spec.trace is not None:
@@ -256,15 +257,12 @@ class CampaignRunner:
             return None
         if self._deployed_kernel[0] == variant.kernel:
             return self._deployed_kernel[1]
-        from lisa_ext.kernel.deploy import deploy_variant  # provided by the kernel-variant layer
 
         result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
         self._deployed_kernel = (variant.kernel, result)
         return result
 
     def _run_one(self, key: RunKey, index: int, journal: _Journal) -> RunResult:
-        from lisa_ext.target import kernel_provenance
-
         spec = self.spec
         variant = next(v for v in spec.variants if v.name == key.variant)
         wspec = next(w for w in spec.workloads if w.name == key.workload)
@@ -371,6 +369,7 @@ class CampaignRunner:
         Only for the local host (an flock, released by the kernel even on SIGKILL); campaigns
         on remote targets are not serialised.
         """
+        # deferred: devlib takes ~1.3 s and `lisa-ext campaign status` imports this module
         from devlib import LocalLinuxTarget
 
         if not isinstance(self.target.target, LocalLinuxTarget):
@@ -429,8 +428,6 @@ class CampaignRunner:
                                  out=self.store.root)
 
     def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
-        from tqdm import tqdm
-
         journal = _Journal(self.store.root / JOURNAL_NAME, self.target)
         failed = 0
         bar = tqdm(total=len(todo), unit="run", desc=self.spec.name,

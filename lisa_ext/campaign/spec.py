@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
-from lisa_ext.campaign.schema import Field, check_mapping, load_yaml
+from lisa_ext.schema import Field, check_mapping, load_yaml
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.knobs import knob_problem

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lisa_ext.campaign import trace_loss
-from lisa_ext.campaign.runner import JOURNAL_NAME, plan_runs
+from lisa_ext.campaign.runner import plan_runs
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import CampaignStore, RunKey
+from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, RunKey
 from lisa_ext.errors import UserError
 
 __all__ = ["CampaignStatus", "campaign_status"]

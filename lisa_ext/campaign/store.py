@@ -34,16 +34,19 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from lisa_ext.campaign.schema import load_yaml
+from lisa_ext.schema import load_yaml
 from lisa_ext.errors import SpecError, UserError
 
 __all__ = [
-    "METRICS_COLUMNS", "METRIC_DTYPES", "RUN_STATUSES", "TMP_PREFIX", "TRACE_FILES",
+    "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "RUN_STATUSES", "TMP_PREFIX", "TRACE_FILES",
     "Campaign", "CampaignStore", "Metric", "Run", "RunKey", "RunMeta", "RunResult",
     "load_result", "metrics_table", "read_campaign", "read_json_object", "validate_metrics",
 ]
 
 TMP_PREFIX = ".tmp-"
+#: the runner's journal in a campaign directory: what a killed run left behind (the runner
+#: writes it, status and recovery read it)
+JOURNAL_NAME = ".runner-journal.json"
 RUN_STATUSES = ("ok", "failed")
 #: column -> pandas dtype of the tidy metrics table (one row per run and metric)
 METRIC_DTYPES: dict[str, str] = {

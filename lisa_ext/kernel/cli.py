@@ -9,12 +9,14 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from lisa_ext.kernel.build import build_env, build_variant, resolve_config
+from lisa_ext.kernel.spec import load_spec
+from lisa_ext.kernel.tree import KernelTree, prepare_tree
+
 __all__ = ["register"]
 
 
 def _check(args: argparse.Namespace) -> int:
-    from lisa_ext.kernel.spec import load_spec
-
     status = 0
     for path in args.variants:
         spec = load_spec(path)
@@ -28,9 +30,6 @@ def _check(args: argparse.Namespace) -> int:
 
 def _check_kconfig(spec) -> int:
     """Resolve the config in a scratch build dir (patches not applied) and report misses."""
-    from lisa_ext.kernel.build import build_env, resolve_config
-    from lisa_ext.kernel.tree import KernelTree, prepare_tree
-
     tree = prepare_tree(spec.base)
     with tempfile.TemporaryDirectory(prefix="lisa-ext-kconfig-") as tmp:
         scratch = KernelTree(tree.key, Path(tmp))
@@ -46,8 +45,6 @@ def _check_kconfig(spec) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from lisa_ext.kernel.build import build_variant
-
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     art = build_variant(args.variant, jobs=args.jobs, force=args.force, log=log)
     if args.json:
@@ -78,16 +75,21 @@ def _build(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("kernel", help="check and build kernel variants",
                               description="Kernel variant specs (kernels/<study>/<variant>.yml): validate and build.")
-    sub = p.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND")
+    sub = p.add_subparsers(dest="kernel_command", metavar="ACTION")
     sub.required = True
-    c = sub.add_parser("check", help="validate variant specs without building")
-    c.add_argument("variants", nargs="+", metavar="VARIANT.yml")
+    c = sub.add_parser("check", help="validate variant specs without building",
+                       description="Validate kernel variant specs (source, patches, config "
+                                   "fragments, knobs) without building.")
+    c.add_argument("variants", nargs="+", metavar="VARIANT",
+                   help="kernel variant spec (kernels/<study>/<variant>.yml)")
     c.add_argument("--kconfig", action="store_true",
                    help="also resolve the config fragments with kconfig and report options that do not take effect")
     c.set_defaults(func=_check)
-    b = sub.add_parser("build", help="build a variant (or reuse the cached build) and print where the artefacts are")
-    b.add_argument("variant", metavar="VARIANT.yml")
-    b.add_argument("-j", "--jobs", type=int, default=None, help="parallel make jobs (default: CPU count)")
+    b = sub.add_parser("build", help="build a variant (or reuse the cached build) and print where the artefacts are",
+                       description="Build a kernel variant, or reuse its cached build, and print "
+                                   "where its artefacts are.")
+    b.add_argument("variant", metavar="VARIANT", help="kernel variant spec (kernels/<study>/<variant>.yml)")
+    b.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="parallel make jobs (default: CPU count)")
     b.add_argument("--force", action="store_true", help="rebuild even when the cache has the artefacts")
     b.add_argument("--json", action="store_true", help="print the artefacts as JSON")
     b.set_defaults(func=_build)

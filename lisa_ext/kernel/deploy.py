@@ -37,9 +37,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
+from ruamel.yaml import YAML
+
+from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
+from lisa_ext.kernel.build import build_variant
 from lisa_ext.knobs import KnobError, ShellKnobTarget, apply_knobs
 from lisa_ext.running_kernel import probe_running_kernel
+from lisa_ext.vboard.board import VirtualBoard
+from lisa_ext.vboard.rootfs import MODULES_LOAD_FILE, find_release_dir
 
 __all__ = [
     "DeployError",
@@ -129,8 +135,6 @@ class _DevlibShell:
 
 
 def _load_target_conf(path: Path) -> Mapping[str, Any]:
-    from lisa_ext.compat import import_lisa
-
     target_mod = import_lisa("lisa.target")
     conf = target_mod.TargetConf.from_yaml_map(str(path))
     return {key: conf.get(key) for key in ("kind", "host", "port", "username", "keyfile", "device")}
@@ -138,8 +142,6 @@ def _load_target_conf(path: Path) -> Mapping[str, Any]:
 
 def _is_board_conf(path: Path) -> bool:
     """``target-configs/vboard.yml`` or a copy of it (a target_conf named ``vboard``)."""
-    from ruamel.yaml import YAML
-
     data = YAML(typ="rt").load(Path(path).read_text()) or {}
     return (data.get("target-conf") or {}).get("name") == "vboard"
 
@@ -158,14 +160,10 @@ def _connected_board(target: Any):
 # -- build and checks ---------------------------------------------------------
 
 def _build(spec_path: Path):
-    from lisa_ext.kernel.build import build_variant
-
     return build_variant(spec_path, log=log.info)
 
 
 def _release_dir(artefacts) -> Path:
-    from lisa_ext.vboard.rootfs import find_release_dir
-
     return find_release_dir(Path(artefacts.modules_dir), artefacts.release)
 
 
@@ -227,8 +225,6 @@ def _apply_knobs(shell: _Shell, knobs) -> dict[str, str]:
 
 def _modules_tarball(artefacts, dest: Path, load: list[str]) -> Path:
     """The release's modules (without build/source links) plus the boot load list."""
-    from lisa_ext.vboard.rootfs import MODULES_LOAD_FILE
-
     release_dir = _release_dir(artefacts)
     with tarfile.open(dest, "w:gz", compresslevel=3) as tar:
         for entry in sorted(release_dir.iterdir()):
@@ -324,8 +320,6 @@ def _runs_already(board, expected: Mapping[str, str | None], cmdline: str) -> bo
 
 
 def _board_class():
-    from lisa_ext.vboard.board import VirtualBoard
-
     return VirtualBoard
 
 

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
 from lisa_ext.errors import SpecError
 from lisa_ext.knobs import knob_problem
 
@@ -99,9 +102,6 @@ def _line(node: Any, key: Any) -> str:
 
 
 def _read_yaml(path: Path) -> Any:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
         text = path.read_text()
     except FileNotFoundError:

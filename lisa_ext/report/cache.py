@@ -146,6 +146,7 @@ def _findings_key(trace: Path) -> str:
 
 def load_findings(trace: Path):
     """The cached ``(TraceFindings, notes)`` of ``trace.dat``, or None."""
+    # deferred: report.traces imports the analyses and so LISA (seconds); only trace work needs it
     from lisa_ext.report.traces import TraceFindings
 
     entry = cache_root() / "trace-findings" / _findings_key(trace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from lisa_ext.report.build import ReportOptions, build_report
 from lisa_ext.trace.cluster import add_scheduler_argument
 
 __all__ = ["register", "run"]
@@ -23,7 +24,8 @@ def register(subparsers) -> None:
                    help="significance test (default: welch)")
     p.add_argument("--mean", default="auto", choices=("auto", "amean", "hmean", "gmean"),
                    help="mean to report; auto = hmean when higher is better, else amean")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--alpha", type=float, default=0.05, metavar="ALPHA",
+                   help="significance level (default: 0.05)")
     p.add_argument("--no-traces", dest="traces", action="store_false",
                    help="ignore trace.dat files (faster)")
     p.add_argument("--no-html", dest="html", action="store_false",
@@ -33,15 +35,13 @@ def register(subparsers) -> None:
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="draw every figure and analyse every trace again, ignoring "
                         "$LISA_EXT_CACHE/report (default ~/.cache/lisa-ext/report)")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("-o", "--out", metavar="DIR",
                    help="write the report here instead of CAMPAIGN_DIR/report (replaced whole)")
     add_scheduler_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from lisa_ext.report.build import ReportOptions, build_report
-
     opts = ReportOptions(baseline=args.baseline, test=args.test, mean=args.mean,
                          alpha=args.alpha, traces=args.traces, html=args.html, out=args.out,
                          jobs=args.jobs, cache=args.cache,

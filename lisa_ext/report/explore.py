@@ -32,17 +32,26 @@ import logging
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
+from lisa_ext.report import cache
 from lisa_ext.report.cache import cached_frame
+from lisa_ext.report.figures import offline_resources, stable_html
+from lisa_ext.trace import read_trace
+from lisa_ext.trace.cache import TraceCacheEntry
 
 __all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_page",
            "explorer_tables", "export_explorer", "point_counts", "use_bokeh"]
+
+# Deferred imports in this module: holoviews/bokeh/panel take seconds; tables-only reports never
+# need them.
 
 #: elements with more items than this are rasterised (datashader)
 RASTER_ABOVE = 20_000
@@ -89,9 +98,6 @@ def _trace_file(source: str | os.PathLike) -> Path:
 
 def _cached_index(path: Path):
     """The trace's cache entry and index, converting the trace on a first visit."""
-    from lisa_ext.trace import read_trace
-    from lisa_ext.trace.cache import TraceCacheEntry
-
     entry = TraceCacheEntry.for_file(path)
     index = entry.index()
     if index is None:
@@ -181,8 +187,7 @@ def _no_findings() -> pd.DataFrame:
 def _findings(path: Path, origin_ns: int) -> pd.DataFrame:
     """Markers from the analyses' ``df_*`` frames; an analysis whose events the
     trace lacks is left out."""
-    import warnings
-
+    # deferred: report.traces imports the analyses and so LISA (seconds); only trace work needs it
     from lisa_ext.report.traces import load_trace
 
     trace = load_trace(path)
@@ -214,6 +219,7 @@ def _findings(path: Path, origin_ns: int) -> pd.DataFrame:
 # --- plots -------------------------------------------------------------------
 
 def _hv():
+    # deferred: see the note under __all__
     import holoviews as hv
     import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh renderer)
 
@@ -228,9 +234,8 @@ def use_bokeh() -> None:
     first imported (``lisa/notebook.py``), so plots show as PNGs unless bokeh is
     activated after it; this imports it first, then activates bokeh with its
     JavaScript inline (no CDN: the kernel may have no network)."""
+    # deferred: see the note under __all__
     import panel as pn
-
-    from lisa_ext.compat import import_lisa
 
     import_lisa("lisa.notebook")
     pn.config.inline = True
@@ -388,9 +393,8 @@ def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explo
     """A static, self-contained HTML page of ``explorer`` (what :func:`explore`
     returned): bokeh with inline resources, no network; rasterised panels keep
     their image at the initial zoom."""
+    # deferred: see the note under __all__
     from bokeh.embed import file_html
-
-    from lisa_ext.report.figures import offline_resources, stable_html
 
     hv = _hv()
     path = Path(path)
@@ -414,8 +418,6 @@ def explorer_page(source: str | os.PathLike, path: str | os.PathLike, title: str
     directory, the page kept in the report cache (keyed by the trace's content,
     this code and the plotting libraries): a notebook re-render copies it
     instead of importing holoviews and drawing again."""
-    from lisa_ext.report import cache
-
     trace, path = _trace_file(source), Path(path)
     key = cache.digest(cache.trace_key(trace), title, analyses, RASTER_ABOVE,
                        cache.code_digest([Path(__file__), Path(cache.__file__).with_name(

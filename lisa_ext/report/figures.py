@@ -43,11 +43,15 @@ __all__ = [
     "timeline_figure",
 ]
 
+# Deferred imports in this module: holoviews/bokeh/panel take seconds; tables-only reports never
+# need them.
+
 _HASHSALT = "lisa-ext"
 _ELEMENTS = ("Bars", "Scatter", "Curve", "ErrorBars", "Labels", "Overlay")
 
 
 def _hv():
+    # deferred: see the note under __all__
     import holoviews as hv
 
     # register both renderers without hv.extension(), which would switch the
@@ -170,6 +174,7 @@ def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.Dat
 def export(obj, stem: Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 100) -> list[Path]:
     """Render ``obj`` with matplotlib and write ``stem.png`` / ``stem.svg``."""
     hv = _hv()
+    # deferred: matplotlib (~1 s) only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
@@ -211,6 +216,7 @@ def offline_resources():
     ``static/extensions/panel/...`` files that only a panel server serves, so a
     standalone page would try (and fail) to load them. Our pages use bokeh's
     own models only, and must not fetch anything."""
+    # deferred: see the note under __all__
     from bokeh.resources import Resources
 
     class OfflineResources(Resources):
@@ -228,6 +234,7 @@ def offline_resources():
 def export_html(objs: Iterable, path: Path, title: str) -> Path:
     """All figures in one self-contained interactive HTML page (bokeh, inline JS)."""
     hv = _hv()
+    # deferred: see the note under __all__
     from bokeh.embed import file_html
     from bokeh.layouts import column
 

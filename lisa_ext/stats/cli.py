@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.report.tables import render
+from lisa_ext.stats.compare import compare
+from lisa_ext.stats.metrics import read_metrics
 
 __all__ = ["register", "run"]
 
@@ -33,21 +36,17 @@ def register(subparsers) -> None:
                    help="significance test (default: welch)")
     p.add_argument("--mean", default="auto", choices=MEAN_NAMES,
                    help="mean to report; auto = hmean when higher is better, else amean")
-    p.add_argument("--alpha", type=float, default=0.05,
+    p.add_argument("--alpha", type=float, default=0.05, metavar="ALPHA",
                    help="significance level (default: 0.05)")
     p.add_argument("--variants", metavar="A,B,...",
                    help="variants to show, in this order (default: all, baseline first)")
     p.add_argument("--workload", action="append", metavar="NAME",
                    help="only this workload (repeatable)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("-o", "--out", metavar="FILE", help="write the table here instead of stdout")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from lisa_ext.report.tables import render
-    from lisa_ext.stats.compare import compare
-    from lisa_ext.stats.metrics import read_metrics
-
     metrics = read_metrics(args.metrics)
     if args.workload:
         unknown = sorted(set(args.workload) - set(metrics["workload"]))
@@ -61,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     table = compare(metrics, args.baseline, test=args.test, mean=args.mean, alpha=args.alpha,
                     variants=variants)
     text = render(table, args.format)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
     return 0

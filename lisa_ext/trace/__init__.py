@@ -17,6 +17,7 @@ imported by the functions that need them.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -27,14 +28,19 @@ if TYPE_CHECKING:
 
     from lisa_ext.trace.tables import TraceTables
 
-__all__ = ["read_trace", "load_trace", "detect_format"]
+__all__ = ["detect_format", "load_trace", "read_trace"]
+
+# Deferred imports in this module: it is the parent of every lisa_ext.trace module, so
+# whatever it imports at the top, every `lisa-ext trace ...` command pays (the readers and
+# the cache ~0.1 s together, the LISA parser seconds); each function imports the one
+# reader it picks.
 
 _TRACEDAT_MAGIC = b"\x17\x08\x44tracing"
 
 
 def detect_format(path: str | os.PathLike) -> str:
     """``"tracedat"``, ``"systrace"`` or ``"text"``, from the first bytes of the file."""
-    from lisa_ext.trace.systrace import looks_like_systrace
+    from lisa_ext.trace.systrace import looks_like_systrace  # deferred: see the note above
     from lisa_ext.trace.text import looks_like_text_trace
 
     path = os.fspath(path)
@@ -57,14 +63,14 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def _read_uncached(path: str, fmt: str, events: Iterable[str] | None) -> "TraceTables":
     if fmt == "tracedat":
-        from lisa_ext.trace.tracedat import read_tracedat
+        from lisa_ext.trace.tracedat import read_tracedat  # deferred: see the note above
 
         return read_tracedat(path, events=events)
     if fmt == "systrace":
-        from lisa_ext.trace.systrace import read_systrace
+        from lisa_ext.trace.systrace import read_systrace  # deferred: see the note above
 
         return read_systrace(path, events=events)
-    from lisa_ext.trace.text import read_text
+    from lisa_ext.trace.text import read_text  # deferred: see the note above
 
     return read_text(path, events=events)
 
@@ -82,7 +88,7 @@ def read_trace(
         (:mod:`lisa_ext.trace.cache`). The cache always holds every event of
         the file, so a later call asking for other events is served too.
     """
-    from lisa_ext.trace import cache as trace_cache
+    from lisa_ext.trace import cache as trace_cache  # deferred: see the note above
 
     path = os.fspath(path)
     fmt = detect_format(path)
@@ -121,8 +127,6 @@ def load_trace(
         :class:`~lisa_ext.trace.lisa_parser.TraceDamageWarning` instead.
     """
     # deferred: pandas, pyarrow and LISA load only when a trace does (see above)
-    import functools
-
     from lisa_ext.compat import import_lisa
     from lisa_ext.trace.lisa_parser import LisaExtTraceParser, prepare_trace
 

@@ -219,6 +219,7 @@ class BprintFormatter:
 
     def format_table(self, table: "pyarrow.Table") -> "pyarrow.Table":
         """Replace the raw ``fmt`` (address) and ``buf`` (bytes) columns by text."""
+        # deferred: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext trace stats` never needs them
         import pyarrow as pa
 
         addrs = table.column("fmt").to_pylist()

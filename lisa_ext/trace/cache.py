@@ -29,14 +29,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from lisa_ext.errors import UserError
-
-if TYPE_CHECKING:
-    from lisa_ext.trace.tables import TraceTables
+from lisa_ext.trace.tables import TraceTables
 
 __all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "CacheEntryDamaged", "clear"]
+
+# Deferred imports in this module: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext
+# trace stats` never needs them.
 
 #: Version of what is stored; part of every key.
 CACHE_FORMAT = "lisa-ext-traces-3"  # 3: %ps fields as symbols in LISA frames, systrace text dumps
@@ -93,8 +94,6 @@ class TraceCacheEntry:
     @staticmethod
     def select(tables: "TraceTables", events: Iterable[str] | None) -> "TraceTables":
         """The requested events of ``tables`` (all if ``None``); UserError if one is absent."""
-        from lisa_ext.trace.tables import TraceTables
-
         if events is None:
             return tables
         events = list(dict.fromkeys(events))
@@ -145,8 +144,6 @@ class TraceCacheEntry:
 
     def load(self, events: Iterable[str] | None = None) -> "TraceTables | None":
         """The cached tables, or ``None`` on a miss (or a damaged entry)."""
-        from lisa_ext.trace.tables import TraceTables
-
         index = self.index()
         if index is None:
             return None
@@ -177,6 +174,7 @@ class TraceCacheEntry:
 
     def store(self, tables: "TraceTables") -> None:
         """Write ``tables`` (every event of the file) as this entry."""
+        # deferred: see the note under __all__
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -212,6 +210,7 @@ def _read_parquet(path: Path, columns: list[str] | None = None):
     Strings are read as the dictionaries parquet stores them and then expanded:
     about twice cheaper in CPU than letting parquet expand them page by page.
     """
+    # deferred: see the note under __all__
     import pyarrow as pa
     import pyarrow.parquet as pq
 

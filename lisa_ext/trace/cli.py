@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.trace import read_trace, tracedat
+from lisa_ext.trace.tracedat import MAGIC, TraceDatReader, count_events, read_tracedat
 
 __all__ = ["register", "convert", "stats", "event_file_name"]
 
@@ -32,8 +34,6 @@ def event_file_name(event: str) -> str:
 
 
 def _is_tracedat(path: str) -> bool:
-    from lisa_ext.trace.tracedat import MAGIC
-
     try:
         with open(path, "rb") as f:
             return f.read(len(MAGIC)) == MAGIC
@@ -43,10 +43,7 @@ def _is_tracedat(path: str) -> bool:
 
 def _read(path: str, events):
     if _is_tracedat(path):
-        from lisa_ext.trace.tracedat import read_tracedat
-
         return read_tracedat(path, events)
-    from lisa_ext.trace import read_trace
 
     return read_trace(path, events, cache=False)
 
@@ -82,8 +79,6 @@ def _write_options(table, compression: str) -> dict:
 def _tracedat_passes(reader, events) -> list[list[str]]:
     """Events to decode per pass: two passes (heaviest events first) on large
     uncompressed files, so that writing the first overlaps decoding the second."""
-    from lisa_ext.trace import tracedat
-
     info = reader.info
     big = sum(size for _, _, size in info.streams) >= tracedat.PARALLEL_MIN_BYTES
     if info.compression != "none" or not big or (os.cpu_count() or 1) < 2:
@@ -105,6 +100,7 @@ def _tracedat_passes(reader, events) -> list[list[str]]:
 def convert(path: str | os.PathLike, out_dir: str | os.PathLike, events=None,
             compression: str = "zstd", threads: int | None = None) -> dict:
     """Write one parquet file per event and meta.json; returns the meta written."""
+    # deferred: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext trace stats` never needs them
     import pyarrow.parquet as pq
 
     path = os.fspath(path)
@@ -121,8 +117,6 @@ def convert(path: str | os.PathLike, out_dir: str | os.PathLike, events=None,
             pq.write_table(table, out / files[event], **_write_options(table, compression))
 
         if _is_tracedat(path):
-            from lisa_ext.trace.tracedat import TraceDatReader
-
             reader = TraceDatReader(path)
             passes = _tracedat_passes(reader, events)
             reads = (reader.read(group, threads=1 if k else None) for k, group in enumerate(passes))
@@ -152,8 +146,6 @@ def stats(path: str | os.PathLike) -> dict:
     """``{"events": {name: count}, "cpus": n, ...}`` for any supported trace file."""
     path = os.fspath(path)
     if _is_tracedat(path):
-        from lisa_ext.trace.tracedat import count_events
-
         return count_events(path)
     tables = _read(path, None)
     meta = dict(tables.meta)
@@ -167,10 +159,10 @@ def _print_warnings(meta: dict) -> None:
 
 def _cmd_convert(args) -> int:
     events = [e for part in args.events for e in part.split(",") if e] if args.events else None
-    meta = convert(args.trace, args.output, events, compression=args.compression)
+    meta = convert(args.trace, args.out, events, compression=args.compression)
     _print_warnings(meta)
     total = sum(meta["rows"].values())
-    print(f"{args.trace}: {total} events in {len(meta['files'])} tables -> {args.output}")
+    print(f"{args.trace}: {total} events in {len(meta['files'])} tables -> {args.out}")
     return 0
 
 
@@ -194,20 +186,24 @@ def _cmd_stats(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("trace", help="convert trace.dat / text traces to Arrow tables",
-                              description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+                              description="Convert a trace (trace.dat v6/v7, ftrace text, systrace "
+                                          "HTML) to one parquet table per event, or count its events.")
+    sub = p.add_subparsers(dest="trace_command", metavar="ACTION")
     sub.required = True
 
-    c = sub.add_parser("convert", help="write one parquet file per event plus meta.json")
-    c.add_argument("trace", help="trace.dat (v6/v7), ftrace text or systrace HTML")
-    c.add_argument("-o", "--output", required=True, help="output directory")
-    c.add_argument("-e", "--events", action="append",
+    c = sub.add_parser("convert", help="write one parquet file per event plus meta.json",
+                       description="Write DIR/<event>.parquet (one typed table per event) and "
+                                   "DIR/meta.json (CPUs, clock, file version, event counts).")
+    c.add_argument("trace", metavar="TRACE", help="trace.dat (v6/v7), ftrace text or systrace HTML")
+    c.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    c.add_argument("-e", "--events", action="append", metavar="EVENTS",
                    help="events to convert (comma separated, repeatable); default: all recorded")
     c.add_argument("--compression", default="zstd", choices=["zstd", "snappy", "lz4", "gzip", "none"],
                    help="parquet compression (default: zstd)")
     c.set_defaults(func=_cmd_convert)
 
-    s = sub.add_parser("stats", help="print the number of records per event")
-    s.add_argument("trace", help="trace.dat (v6/v7), ftrace text or systrace HTML")
+    s = sub.add_parser("stats", help="print the number of records per event",
+                       description="Print the number of records per event of a trace.")
+    s.add_argument("trace", metavar="TRACE", help="trace.dat (v6/v7), ftrace text or systrace HTML")
     s.add_argument("--json", action="store_true", help='print {"events": {...}, "cpus": N}')
     s.set_defaults(func=_cmd_stats)

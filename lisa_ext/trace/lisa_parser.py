@@ -49,8 +49,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from lisa_ext.compat import import_lisa
+from lisa_ext.trace import _read_uncached, detect_format, read_trace
+from lisa_ext.trace.cache import TraceCacheEntry
+from lisa_ext.trace.tracedat import open_tracedat
 
 _lisa_trace = import_lisa("lisa.trace")
 _datautils = import_lisa("lisa.datautils")
@@ -177,8 +181,6 @@ def _print_from_trace_marker(marks):
     ``print``, so text traces get a ``print`` table with ``ip`` set to the
     function name the text shows.
     """
-    import pyarrow as pa
-
     ip = pa.array(["tracing_mark_write"] * marks.num_rows, pa.string())
     return marks.add_column(marks.column_names.index("buf"), "ip", ip)
 
@@ -188,9 +190,6 @@ _KEEP_PREPARED = 2
 
 
 def _load(path: str, cache: bool) -> _Prepared:
-    from lisa_ext.trace import _read_uncached, detect_format, read_trace
-    from lisa_ext.trace.cache import TraceCacheEntry
-
     if not cache:
         tt = read_trace(path, cache=False)
     else:
@@ -239,8 +238,6 @@ def _kallsyms(prepared: _Prepared) -> tuple[list[int], list[str]]:
     if prepared.symbols is None:
         pairs = []
         if prepared.meta.get("format") == "tracedat":
-            from lisa_ext.trace.tracedat import open_tracedat
-
             pairs = open_tracedat(prepared.path).kallsyms
         pairs = sorted((int(a), str(n)) for a, n in pairs if int(a))
         prepared.symbols = ([a for a, _ in pairs], [n for _, n in pairs])
@@ -280,8 +277,6 @@ def _symbol_fields(prepared: _Prepared, event: str) -> dict[str, str]:
     if prepared.meta.get("format") != "tracedat":
         return {}
     if prepared.symbol_fields is None:
-        from lisa_ext.trace.tracedat import open_tracedat
-
         prepared.symbol_fields = {fmt.name: fmt.symbol_fields
                                   for fmt in open_tracedat(prepared.path).events.values()}
     return prepared.symbol_fields.get(event, {})

@@ -59,6 +59,9 @@ from lisa_ext.trace.tables import TraceTables
 
 __all__ = ["read_text", "parse_text_lines", "looks_like_text_trace"]
 
+# Deferred imports in this module: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext
+# trace stats` never needs them.
+
 # comm may hold '-', ' ' and ':'; the greedy group keeps the last "-pid" that
 # is followed by the rest of a header.
 _HEADER = re.compile(
@@ -157,6 +160,7 @@ def _split_fields(event: str, rest: str) -> dict[str, str]:
 
 def _column(values: list):
     """Arrow array for one text column: int64/uint64 if every value is an integer."""
+    # deferred: see the note under __all__
     import pyarrow as pa
 
     present = [v for v in values if v is not None]
@@ -175,6 +179,7 @@ def _column(values: list):
 
 
 def _table(event: str, rows: _EventRows):
+    # deferred: see the note under __all__
     import pyarrow as pa
 
     order = sorted(range(len(rows.ts)), key=rows.ts.__getitem__)  # stable: ties keep file order

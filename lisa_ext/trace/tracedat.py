@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from lisa_ext.errors import UserError
+from lisa_ext.trace.bprint import BprintFormatter
 from lisa_ext.trace.tables import TraceTables
 from lisa_ext.trace.tracedat_format import (
     COMPRESSION_IDS,
@@ -40,6 +41,9 @@ __all__ = [
     "open_tracedat",
 ]
 
+# Deferred imports in this module: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext
+# trace stats` never needs them.
+
 # Column kinds understood by the native decoder (see _tracedat.c).
 K_INT, K_STR_FIXED, K_STR_DYN, K_STR_REST, K_LIST_FIXED, K_LIST_DYN, K_LIST_REST = range(7)
 FLAG_REL_LOC, FLAG_STRIP_NL = 1, 2
@@ -50,6 +54,7 @@ FLAG_REL_LOC, FLAG_STRIP_NL = 1, 2
 
 
 def _int_type(size: int, signed: bool):
+    # deferred: see the note under __all__
     import pyarrow as pa
 
     return {
@@ -94,6 +99,7 @@ class _Column:
 
 
 def _plan_columns(fmt: EventFormat, long_size: int, warnings: list[str], path: str) -> list[_Column]:
+    # deferred: see the note under __all__
     import pyarrow as pa
 
     cols = []
@@ -153,6 +159,7 @@ def _is_marker(fmt: EventFormat) -> bool:
 
 
 def _comm_tables(cmdlines: dict[int, str]):
+    # deferred: see the note under __all__
     import numpy as np
 
     pids = [p for p in cmdlines if 0 < p < (1 << 23)]
@@ -170,6 +177,7 @@ def _comm_tables(cmdlines: dict[int, str]):
 
 
 def _arrow_column(col: _Column, rows: int, bufs: tuple):
+    # deferred: see the note under __all__
     import pyarrow as pa
 
     if col.kind == K_INT:
@@ -183,6 +191,7 @@ def _arrow_column(col: _Column, rows: int, bufs: tuple):
 
 
 def _string_array(rows: int, offsets, data):
+    # deferred: see the note under __all__
     import pyarrow as pa
 
     return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
@@ -366,9 +375,8 @@ class TraceDatReader:
         :param threads: 1 to decode on the calling thread only; by default two
             threads share large uncompressed files.
         """
+        # deferred: see the note under __all__
         import pyarrow as pa
-
-        from lisa_ext.trace.bprint import BprintFormatter
 
         info = self.info
         warnings = list(self.header_warnings)

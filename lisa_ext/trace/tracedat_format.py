@@ -47,6 +47,7 @@ NATIVE_ABI = 2
 def native():
     """The compiled decoder, or a clear error telling how to build it."""
     try:
+        # deferred: a missing compiled decoder becomes the clear error below, not an ImportError at import
         from lisa_ext.trace import _tracedat
     except ImportError as exc:
         raise UserError(

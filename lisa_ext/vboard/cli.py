@@ -10,56 +10,59 @@ import sys
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
 __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from lisa_ext.vboard.board import BoardSettings
-
     p = subparsers.add_parser("vboard", help="manage the QEMU virtual board",
                               description="Boot, reach and stop the QEMU TCG virtual board.")
     sub = p.add_subparsers(dest="vboard_command", metavar="ACTION")
     sub.required = True
 
-    up = sub.add_parser("up", help="boot the board with a kernel variant or a bzImage")
+    up = sub.add_parser("up", help="boot the board with a kernel variant or a bzImage",
+                        description="Boot the virtual board with a kernel variant (built if needed) "
+                                    "or a kernel image, and wait until it answers over SSH.")
     source = up.add_mutually_exclusive_group(required=True)
-    source.add_argument("--variant", type=Path, metavar="VARIANT.yml",
+    source.add_argument("--variant", type=Path, metavar="VARIANT",
                         help="kernel variant spec: built if needed, then booted and verified")
-    source.add_argument("--kernel", type=Path, metavar="bzImage", help="boot this kernel image as is")
+    source.add_argument("--kernel", type=Path, metavar="IMAGE", help="boot this kernel image (bzImage) as is")
     up.add_argument("--modules", type=Path, metavar="DIR",
                     help="with --kernel: staged modules tree (containing lib/modules/<release>)")
     up.add_argument("--load", action="append", default=[], metavar="MODULE",
                     help="with --kernel: module to load at boot (repeatable)")
-    up.add_argument("--cmdline", default="", help="with --kernel: appended to the board's kernel command line")
+    up.add_argument("--cmdline", default="", metavar="ARGS", help="with --kernel: appended to the board's kernel command line")
     up.add_argument("--method", choices=("boot", "kexec"), default="boot",
                     help="with --variant: restart QEMU (boot, default) or kexec into it on a running board")
     shape = BoardSettings()
-    up.add_argument("--sockets", type=int, default=shape.sockets,
+    up.add_argument("--sockets", type=int, default=shape.sockets, metavar="N",
                     help=f"sockets, each its own LLC (default {shape.sockets})")
-    up.add_argument("--cores-per-socket", type=int, default=shape.cores_per_socket,
+    up.add_argument("--cores-per-socket", type=int, default=shape.cores_per_socket, metavar="N",
                     help=f"cores per socket (default {shape.cores_per_socket})")
-    up.add_argument("--memory-mb", type=int, default=shape.memory_mb,
+    up.add_argument("--memory-mb", type=int, default=shape.memory_mb, metavar="MB",
                     help=f"guest memory (default {shape.memory_mb})")
-    up.add_argument("--accel", default=shape.accel,
+    up.add_argument("--accel", default=shape.accel, metavar="ACCEL",
                     help=f"QEMU accelerator (default {shape.accel}; the studies assume TCG)")
     up.set_defaults(func=_up)
 
-    down = sub.add_parser("down", help="power the board off")
+    down = sub.add_parser("down", help="power the board off",
+                          description="Power the virtual board off and stop QEMU.")
     down.set_defaults(func=_down)
 
-    ssh = sub.add_parser("ssh", help="open a shell on the board, or run CMD there")
-    ssh.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
+    ssh = sub.add_parser("ssh", help="open a shell on the board, or run CMD there",
+                         description="Open a shell on the running virtual board, or run CMD there.")
+    ssh.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD", help="command and its arguments")
     ssh.set_defaults(func=_ssh)
 
-    status = sub.add_parser("status", help="is the board up, with which kernel")
+    status = sub.add_parser("status", help="is the board up, with which kernel",
+                            description="Say whether the virtual board is up and which kernel it runs.")
     status.add_argument("--json", action="store_true", help="print the state as JSON")
     status.set_defaults(func=_status)
 
 
 def _board(args: argparse.Namespace | None = None):
-    from lisa_ext.vboard.board import BoardSettings, VirtualBoard
-
     if args is None:
         return VirtualBoard()
     return VirtualBoard(BoardSettings(sockets=args.sockets, cores_per_socket=args.cores_per_socket,
@@ -82,8 +85,6 @@ def _up(args: argparse.Namespace) -> int:
     _log_to_stderr()
     board = _board(args)
     if args.variant is not None:
-        from lisa_ext.kernel.deploy import deploy_variant
-
         provenance = deploy_variant(board, args.variant, method=args.method)
         print(json.dumps(provenance, indent=2, default=str))
         return 0

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
-from lisa_ext.campaign.schema import Field
+from lisa_ext.schema import Field
 from lisa_ext.campaign.store import Metric
 
 __all__ = ["Workload", "WorkloadError", "RunContext"]

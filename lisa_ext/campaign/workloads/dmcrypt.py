@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.schema import Field
+from lisa_ext.schema import Field
 from lisa_ext.campaign.workloads.base import RunContext, WorkloadError
 
 __all__ = ["CRYPT_SCHEMA", "CRYPT_FLAGS", "CryptDevice"]

@@ -23,7 +23,7 @@ import os
 import re
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.schema import Field, Number, check_mapping
+from lisa_ext.schema import Field, Number, check_mapping
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.dmcrypt import CRYPT_SCHEMA, CryptDevice

@@ -31,7 +31,7 @@ import signal
 import time
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.schema import Field, Number
+from lisa_ext.schema import Field, Number
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged, tail

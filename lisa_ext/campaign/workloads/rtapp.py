@@ -17,15 +17,18 @@ used: it freezes all of userspace on the target while it runs.)
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.schema import Field, Number, check_mapping
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
+from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
+from lisa_ext.schema import Field, Number, check_mapping
 
 __all__ = ["RtApp", "parse_rtapp_log", "LOG_COLUMNS"]
 
@@ -52,6 +55,7 @@ def _check_calibration(value) -> str | None:
 
 def parse_rtapp_log(path: str | Path):
     """One rt-app task log as a DataFrame with :data:`LOG_COLUMNS` (times in us)."""
+    # deferred: pandas (~1 s) only to parse an rt-app log; spec checking imports this module
     import pandas as pd
 
     rows = []
@@ -90,9 +94,6 @@ _CALIBRATION_CONF = {
 
 def measure_pload(target) -> int:
     """rt-app's own calibration on CPU0: nanoseconds of work per loop (``pLoad``)."""
-    import json
-    import tempfile
-
     target.install_tools(["rt-app"])
     remote_dir = target.path.join(target.working_directory, "lisa-ext", "rtapp-calibration")
     remote_json = target.path.join(remote_dir, "calib.json")
@@ -134,7 +135,6 @@ class RtApp(Workload):
             check_mapping(path, task, where, _TASK_SCHEMA)
 
     def _lisa_rta(self):
-        from lisa_ext.compat import import_lisa
         return import_lisa("lisa.wlgen.rta")
 
     def _profile(self):

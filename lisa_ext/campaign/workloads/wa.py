@@ -21,11 +21,13 @@ import shlex
 import shutil
 import subprocess
 
-from lisa_ext.campaign.schema import Field, Number
+from ruamel.yaml import YAML
+
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import tail
 from lisa_ext.errors import UserError
+from lisa_ext.schema import Field, Number
 
 __all__ = ["Wa", "wa_agenda", "wa_metrics"]
 
@@ -78,8 +80,6 @@ class Wa(Workload):
             raise UserError(f"wa workload {self.name}: needs an Android target, not {getattr(target, 'os', '?')}")
 
     def run(self, ctx: RunContext) -> list[Metric]:
-        from ruamel.yaml import YAML
-
         device_config = self.options.get("device-config") or {"device": getattr(ctx.target, "adb_name", None)}
         agenda = ctx.local_dir / "wa-agenda.yaml"
         with open(agenda, "w") as f:

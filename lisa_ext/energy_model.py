@@ -33,7 +33,7 @@ from typing import Any
 from lisa_ext.errors import SpecError, UserError
 
 __all__ = ["ClusterModel", "EnergyModel", "load_model", "model_from_dict", "model_from_target",
-           "parse_target_dump", "resolve_model", "target_dump_command"]
+           "parse_target_dump", "target_dump_command"]
 
 EM_DEBUGFS = "/sys/kernel/debug/energy_model"
 EMU_IDLE_POWER = "/sys/kernel/debug/lisa_emu_energy/idle_mw"
@@ -206,13 +206,3 @@ def model_from_target(target: Any, idle: EnergyModel | None = None, name: str | 
     text = target.execute(target_dump_command(), as_root=True, check_exit_code=False)
     return parse_target_dump(text, source, idle)
 
-
-def resolve_model(spec: str | os.PathLike) -> EnergyModel:
-    """``--model``: a JSON model file, or a target config YAML (target-configs/)
-    whose live target's Energy Model is read (:func:`model_from_target`)."""
-    path = os.fspath(spec)
-    if not path.endswith((".yml", ".yaml")):
-        return load_model(path)
-    from lisa_ext.target import connect  # deferred: connecting pulls in devlib
-
-    return model_from_target(connect(path), name=path)

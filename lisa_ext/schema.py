@@ -1,4 +1,9 @@
-"""Small declarative checker for YAML input files (campaign specs, workload options).
+"""YAML input files: one loader and a small declarative checker.
+
+Campaign specs, workload options, target configs, RFC-number files and the
+store's copy of a spec are all read with :func:`load_yaml` and checked with
+:func:`check_mapping`. A leaf of the package: it imports nothing of lisa_ext
+but :mod:`lisa_ext.errors`, so every layer may use it.
 
 Each input is checked before anything runs; the first problem becomes a
 :class:`~lisa_ext.errors.SpecError` naming the file, the dotted key (with the
@@ -11,9 +16,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
 from lisa_ext.errors import SpecError
 
-__all__ = ["Field", "check_mapping", "load_yaml", "type_names", "Number"]
+__all__ = ["Field", "Number", "check_mapping", "load_yaml", "type_names"]
 
 #: a YAML number: ints are accepted wherever floats are
 Number = (int, float)
@@ -87,9 +95,6 @@ def check_mapping(path: str | os.PathLike, node: Any, prefix: str,
 
 def load_yaml(path: str | os.PathLike, what: str) -> Any:
     """Parse a YAML file keeping line numbers; missing or unparsable files are SpecErrors."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     if not os.path.isfile(path):
         raise SpecError(path, what, "file not found")
     try:
