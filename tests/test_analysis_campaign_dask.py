@@ -133,7 +133,7 @@ def test_trace_a_worker_cannot_see_is_an_error(cluster, tmp_path):
 
 
 def test_analyse_cli_campaign_on_cluster(cluster, capsys):
-    assert main(["analyse", "wq-placement", "--campaign", str(SAMPLE), "--json",
+    assert main(["analyse", "wq-placement", "--data", str(SAMPLE), "--json",
                  "--scheduler", cluster]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert list(printed) == ["cache/fio-randread/0", "system/fio-randread/0"]

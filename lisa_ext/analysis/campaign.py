@@ -1,4 +1,4 @@
-"""``lisa-ext analyse NAME --campaign DIR``: one analysis on every run of a campaign.
+"""``lisa-ext analyse NAME --data DIR``: one analysis on every run of a campaign.
 
 :func:`analyse_campaign` runs an analysis's ``summary()`` and
 ``summary_tables()`` on every successful traced run, one task per run through

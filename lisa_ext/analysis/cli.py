@@ -1,6 +1,6 @@
 """``lisa-ext analyse NAME TRACE [--json]``: run one of the study analyses on a trace.
 
-``lisa-ext analyse NAME --campaign DIR`` runs it on every traced run of a
+``lisa-ext analyse NAME --data DIR`` runs it on every traced run of a
 campaign instead, serially or as Dask tasks (:mod:`lisa_ext.analysis.campaign`,
 ``--scheduler``); ``--json`` then prints ``{run label: summary}``.
 
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("name", metavar="NAME", choices=NAMES, help=" | ".join(NAMES))
     p.add_argument("trace", metavar="TRACE", nargs="?",
                    help="trace.dat, ftrace text or systrace HTML")
-    p.add_argument("--campaign", metavar="DIR",
+    p.add_argument("--data", metavar="DIR",
                    help="analyse every traced run of this campaign directory instead of TRACE")
     add_scheduler_argument(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -117,7 +117,7 @@ def _print_tables(tables: list[tuple[str, pd.DataFrame]], heading: str = "") -> 
 def _campaign_handler(args: argparse.Namespace) -> int:
     cls = by_cli_name(args.name)
     options = {dest: getattr(args, dest) for dest in _OPTION_DESTS.get(cls, ())}
-    results = analyse_campaign(args.name, args.campaign, options,
+    results = analyse_campaign(args.name, args.data, options,
                                platform=_chosen_platform(args), scheduler=args.scheduler)
     if args.json:
         json.dump({r.label: json_ready(r.summary) for r in results}, sys.stdout, indent=1)
@@ -129,11 +129,11 @@ def _campaign_handler(args: argparse.Namespace) -> int:
 
 
 def handler(args: argparse.Namespace) -> int:
-    if (args.trace is None) == (args.campaign is None):
-        raise UserError("give either TRACE or --campaign DIR")
-    if args.campaign is not None:
+    if (args.trace is None) == (args.data is None):
+        raise UserError("give either TRACE or --data DIR")
+    if args.data is not None:
         if args.loader != "auto":
-            raise UserError("--loader applies to one TRACE, not to --campaign")
+            raise UserError("--loader applies to one TRACE, not to --data")
         return _campaign_handler(args)
     lisa_trace = import_lisa("lisa.trace")
     cls = by_cli_name(args.name)

@@ -18,7 +18,7 @@ on the same bytes, and pandas frames pickle exactly.
 
 Which path runs is :func:`choose_scheduler`'s decision: ``--scheduler`` /
 :data:`SCHEDULER_ENV` when given, else serial below :data:`MIN_LOCAL_TASKS`
-traces, else a local cluster. Users: ``lisa-ext analyse NAME --campaign DIR``
+traces, else a local cluster. Users: ``lisa-ext analyse NAME --data DIR``
 (:mod:`lisa_ext.analysis.campaign`) and the report
 (:mod:`lisa_ext.report.build`). Importing this module is cheap (dask is
 imported when a cluster is used), so commands that only register
