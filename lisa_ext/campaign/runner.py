@@ -301,8 +301,15 @@ class CampaignRunner:
                 try:
                     workload.prepare(ctx)
                     metrics = self._traced(workload, ctx, meta, instance, journal)
-                finally:
-                    workload.cleanup(ctx)
+                except BaseException:
+                    # the run's own error is the one to record: a cleanup failing after it
+                    # (often because of it) is kept beside it, not raised over it
+                    try:
+                        workload.cleanup(ctx)
+                    except Exception as exc:
+                        meta["cleanup_error"] = f"{type(exc).__name__}: {exc}"
+                    raise
+                workload.cleanup(ctx)
         except _knobs.KnobRevertError as exc:
             status, error, fatal = "failed", f"{exc}", exc
         except Exception as exc:
