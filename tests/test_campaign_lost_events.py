@@ -50,19 +50,23 @@ workloads:
     kind: fio
     options: {rw: randread, bs: 4k, ioengine: psync, size: 8M, runtime: 2, time_based: 1}
 """)
-    out = tmp_path / "campaign"
-    # the storm runs beside the campaign: ftrace records every CPU, so its switches fill the buffer;
-    # 20000 switches/s overflow 4 KiB per CPU (~15000 events lost in 2 s here) and keep the trace small
-    storm = subprocess.Popen(["stress-ng", "--switch", "1", "--switch-freq", "20000", "-t", "300", "--quiet"])
-    try:
-        proc = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--no-progress", cwd=tmp_path)
-    finally:
-        storm.terminate()
-        storm.wait(timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    run = out / "runs" / "tiny-buffer" / "io" / "0"
-    meta = json.loads((run / "meta.json").read_text())
-    lost = meta["trace_lost_events"]
+    # The storm runs beside the campaign: ftrace records every CPU, so its switches fill the buffer.
+    # Whether trace-cmd's reader falls behind depends on how busy the machine is (20000 switches/s
+    # lost ~15000 events in 2 s on a loaded machine): a harder storm is tried when a run lost nothing.
+    for rate in ("20000", "200000", "0"):
+        out = tmp_path / f"campaign-{rate}"
+        storm = subprocess.Popen(["stress-ng", "--switch", "1", "--switch-freq", rate, "-t", "300", "--quiet"])
+        try:
+            proc = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--no-progress", cwd=tmp_path)
+        finally:
+            storm.terminate()
+            storm.wait(timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        run = out / "runs" / "tiny-buffer" / "io" / "0"
+        meta = json.loads((run / "meta.json").read_text())
+        lost = meta["trace_lost_events"]
+        if lost["total"] > 0:
+            break
     assert lost["total"] > 0, "a 4 KiB buffer beside a switch storm lost nothing: the test proves nothing"
     assert lost["total"] == _stat_lost(run / "trace.dat")
     assert lost["total"] == sum(lost["per_cpu"].values())
