@@ -21,7 +21,7 @@ from ruamel.yaml.error import YAMLError
 
 from lisa_ext.errors import SpecError
 
-__all__ = ["Field", "Number", "check_mapping", "load_yaml", "type_names"]
+__all__ = ["Field", "Number", "check_mapping", "load_yaml", "positive", "type_names"]
 
 #: a YAML number: ints are accepted wherever floats are
 Number = (int, float)
@@ -36,6 +36,11 @@ class Field:
     required: bool = False
     check: Callable[[Any], str | None] | None = field(default=None)
     """Extra validation returning a problem description, or None when fine."""
+
+
+def positive(value: Any) -> str | None:
+    """A :attr:`Field.check` for numbers that must be above zero."""
+    return None if value > 0 else "must be positive"
 
 
 def type_names(types: tuple[type, ...]) -> str:

@@ -23,7 +23,7 @@ from lisa_ext import hostkeys
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
-from lisa_ext.schema import Field, check_mapping, load_yaml, type_names
+from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
 __all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance",
@@ -35,9 +35,9 @@ _EXTRA_SCHEMA = {
     "reset-command": Field((str,), "host shell command that power-cycles or resets the board "
                            "(a lab's PDU or relay), run when the board is lost mid-run"),
     "reset-timeout-s": Field((int, float), "seconds to wait for the board after a reset (default 600)",
-                             check=lambda v: None if v > 0 else "must be positive"),
+                             check=positive),
     "probe-interval-s": Field((int, float), "seconds between health probes during a run (default 5)",
-                              check=lambda v: None if v > 0 else "must be positive"),
+                              check=positive),
     "probe-misses": Field((int,), "failed probes in a row that mean the board is lost (default 3)",
                           check=lambda v: None if v >= 1 else "must be at least 1"),
 }

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
-from lisa_ext.schema import Field, check_mapping, load_yaml
+from lisa_ext.schema import Field, check_mapping, load_yaml, positive
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.knobs import knob_problem
@@ -89,7 +89,7 @@ _TOP_SCHEMA = {
 _TRACE_SCHEMA = {
     "events": Field((list,), "trace events such as sched:sched_switch", True, _check_events),
     "buffer-size-kb": Field((int,), "per-CPU ring buffer size of the ftrace instance",
-                            check=lambda v: None if v > 0 else "must be positive"),
+                            check=positive),
     "iterations": Field((list,), "trace only these iterations, e.g. [0] (default: all); the "
                         "others measure without tracing overhead",
                         check=lambda v: None if all(isinstance(i, int) and not isinstance(i, bool)

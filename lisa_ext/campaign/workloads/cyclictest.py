@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from lisa_ext.schema import Field, Number
+from lisa_ext.schema import Field, Number, positive
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
@@ -66,20 +66,17 @@ def parse_cyclictest_histogram(text: str) -> list[Metric]:
     return metrics
 
 
-def _positive(v) -> str | None:
-    return None if v > 0 else "must be positive"
-
 
 class Cyclictest(Workload):
     KIND = "cyclictest"
     TOOLS = ("cyclictest",)
     SCHEMA = {
-        "duration-s": Field((int,), "seconds to run (-D)", True, _positive),
-        "threads": Field((int,), "measurement threads (-t, default 1)", check=_positive),
-        "interval-us": Field((int,), "wake-up period of the first thread (-i, default 1000)", check=_positive),
+        "duration-s": Field((int,), "seconds to run (-D)", True, positive),
+        "threads": Field((int,), "measurement threads (-t, default 1)", check=positive),
+        "interval-us": Field((int,), "wake-up period of the first thread (-i, default 1000)", check=positive),
         "priority": Field((int,), "SCHED_FIFO priority (-p; default: SCHED_OTHER)",
                           check=lambda v: None if 1 <= v <= 99 else "must be 1-99"),
-        "histogram-us": Field((int,), "histogram range in us (-h, default 1000)", check=_positive),
+        "histogram-us": Field((int,), "histogram range in us (-h, default 1000)", check=positive),
         "affinity": Field((bool,), "pin thread N to CPU N (-a)"),
         "timeout-s": Field(Number, "kill cyclictest after this many seconds (default: 2 x duration + 60)"),
     }

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from lisa_ext.campaign import remote
-from lisa_ext.schema import Field
+from lisa_ext.schema import Field, positive
 from lisa_ext.campaign.workloads.base import RunContext, WorkloadError
 
 __all__ = ["CRYPT_SCHEMA", "CRYPT_FLAGS", "CryptDevice"]
@@ -40,7 +40,7 @@ CRYPT_SCHEMA = {
                      "(its data is destroyed)", True,
                      lambda v: None if v == "loop" or v.startswith("/dev/") else "must be loop or a /dev/ path"),
     "size-mb": Field((int,), "size of the loop file in MiB (default 512; loop only)",
-                     check=lambda v: None if v > 0 else "must be positive"),
+                     check=positive),
     "cipher": Field((str,), "dm-crypt cipher spec (default aes-xts-plain64)",
                     check=lambda v: None if re.match(r"^[a-z0-9_()-]+$", v) else "not a cipher spec"),
     "key-bytes": Field((int,), "random key length in bytes (default 64: AES-256 in XTS mode)",

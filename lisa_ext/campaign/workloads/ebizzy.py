@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from lisa_ext.schema import Field, Number
+from lisa_ext.schema import Field, Number, positive
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
@@ -114,9 +114,9 @@ class Ebizzy(Workload):
     TOOLS = ("ebizzy", "taskset")
     SCHEMA = {
         "duration-s": Field((int,), "seconds to run (-S)", True,
-                            lambda v: None if v > 0 else "must be positive"),
+                            positive),
         "threads": Field((int,), "worker threads (-t, default 1)",
-                         check=lambda v: None if v > 0 else "must be positive"),
+                         check=positive),
         "cpu": Field((int,), "pin ebizzy to this CPU with taskset", check=_nonneg_int),
         "sleep-after-records": Field((int,), "sleep after every N records (-a; 0 = never)", check=_nonneg_int),
         "sleep-us": Field((int,), "sleep length in microseconds (-i, default 1000)", check=_nonneg_int),

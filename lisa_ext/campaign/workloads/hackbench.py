@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from lisa_ext.schema import Field, Number
+from lisa_ext.schema import Field, Number, positive
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
@@ -25,17 +25,14 @@ def parse_hackbench(text: str) -> list[Metric]:
     return [Metric("time", float(m.group(1)), "s", True)]
 
 
-def _positive(v) -> str | None:
-    return None if v > 0 else "must be positive"
-
 
 class Hackbench(Workload):
     KIND = "hackbench"
     TOOLS = ("hackbench",)
     SCHEMA = {
-        "groups": Field((int,), "groups of 20 senders + 20 receivers (-g, default 10)", check=_positive),
-        "loops": Field((int,), "messages each sender sends (-l, default 100)", check=_positive),
-        "datasize": Field((int,), "bytes per message (-s, default 100)", check=_positive),
+        "groups": Field((int,), "groups of 20 senders + 20 receivers (-g, default 10)", check=positive),
+        "loops": Field((int,), "messages each sender sends (-l, default 100)", check=positive),
+        "datasize": Field((int,), "bytes per message (-s, default 100)", check=positive),
         "mode": Field((str,), "process or thread (default process)",
                       check=lambda v: None if v in ("process", "thread") else "must be process or thread"),
         "pipe": Field((bool,), "use pipes instead of socketpairs (-p)"),

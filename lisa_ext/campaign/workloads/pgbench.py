@@ -31,7 +31,7 @@ import signal
 import time
 
 from lisa_ext.campaign import remote
-from lisa_ext.schema import Field, Number
+from lisa_ext.schema import Field, Number, positive
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged, tail
@@ -79,9 +79,6 @@ def postgres_bindir(target) -> str:
     return out.splitlines()[0]
 
 
-def _positive(v) -> str | None:
-    return None if v > 0 else "must be positive"
-
 
 def _check_settings(value: dict) -> str | None:
     for key, v in value.items():
@@ -96,16 +93,16 @@ class Pgbench(Workload):
     KIND = "pgbench"
     TOOLS = ("pgbench", "runuser")
     SCHEMA = {
-        "duration-s": Field((int,), "seconds the benchmark runs (-T)", True, _positive),
-        "clients": Field((int,), "concurrent client sessions (-c, default 1)", check=_positive),
-        "threads": Field((int,), "pgbench worker threads (-j, default 1)", check=_positive),
+        "duration-s": Field((int,), "seconds the benchmark runs (-T)", True, positive),
+        "clients": Field((int,), "concurrent client sessions (-c, default 1)", check=positive),
+        "threads": Field((int,), "pgbench worker threads (-j, default 1)", check=positive),
         "scale": Field((int,), "scale factor of pgbench -i (default 1, 100000 rows per unit)",
-                       check=_positive),
+                       check=positive),
         "select-only": Field((bool,), "built-in select-only script (-S)"),
         "no-vacuum": Field((bool,), "skip vacuuming before the run (-n)"),
-        "rate": Field(Number, "target transactions per second over all clients (-R)", check=_positive),
+        "rate": Field(Number, "target transactions per second over all clients (-R)", check=positive),
         "latency-limit-ms": Field(Number, "count transactions above this latency as late (-L)",
-                                  check=_positive),
+                                  check=positive),
         "server-settings": Field((dict,), "postgres settings passed as -c key=value",
                                  check=_check_settings),
         "socket-dir": Field((str,), "directory for the server's unix socket "

@@ -28,7 +28,7 @@ from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
-from lisa_ext.schema import Field, Number, check_mapping
+from lisa_ext.schema import Field, Number, check_mapping, positive
 
 __all__ = ["RtApp", "parse_rtapp_log", "LOG_COLUMNS"]
 
@@ -41,7 +41,7 @@ _TASK_SCHEMA = {
     "duty-cycle-pct": Field(Number, "share of each period spent running, 0-100", True,
                             lambda v: None if 0 < v <= 100 else "must be in (0, 100]"),
     "period-ms": Field(Number, "activation period in milliseconds", True,
-                       lambda v: None if v > 0 else "must be positive"),
+                       positive),
 }
 
 
@@ -119,7 +119,7 @@ class RtApp(Workload):
         "tasks": Field((dict,), "task name (1-7 letters/digits/_) -> {duty-cycle-pct, period-ms}", True,
                        lambda v: None if v else "needs at least one task"),
         "duration-s": Field(Number, "how long every task runs, in seconds", True,
-                            lambda v: None if v > 0 else "must be positive"),
+                            positive),
         "calibration": Field((str, int), "auto (measured once per campaign), CPU<n> or ns per loop",
                              check=_check_calibration),
         "timeout-s": Field(Number, "kill rt-app after this many seconds (default: 5 x duration + 60)"),
