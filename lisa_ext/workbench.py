@@ -23,7 +23,7 @@ from pathlib import Path
 
 from lisa_ext.errors import UserError
 
-__all__ = ["ENV", "INPUT_DIRS", "installed_workbench", "output_dir", "workbench_dir", "workbench_path"]
+__all__ = ["ENV", "INPUT_DIRS", "cache_root", "installed_workbench", "output_dir", "workbench_dir", "workbench_path"]
 
 ENV = "LISA_EXT_WORKBENCH"
 #: the workbench's input directories (shipped by setup.py in a regular install)
@@ -77,3 +77,10 @@ def output_dir() -> Path:
     if explicit:
         return workbench_dir()
     return _checkout() or Path.cwd()
+
+
+def cache_root() -> Path:
+    """Where lisa-ext keeps what it can rebuild (kernels, rootfs, tools, report figures):
+    ``$LISA_EXT_CACHE``, else ``~/.cache/lisa-ext``."""
+    env = os.environ.get("LISA_EXT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lisa-ext"

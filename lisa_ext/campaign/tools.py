@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.workbench import cache_root
 
 __all__ = ["BUILDABLE", "Recipe", "build_tool", "install_tool", "missing_tool_hint", "tools_cache_dir"]
 
@@ -48,8 +49,7 @@ BUILDABLE: dict[str, Recipe] = {
 
 def tools_cache_dir() -> Path:
     """``$LISA_EXT_CACHE/tools``, else ``~/.cache/lisa-ext/tools``."""
-    env = os.environ.get("LISA_EXT_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "lisa-ext") / "tools"
+    return cache_root() / "tools"
 
 
 def _tree_hash(src: Path) -> str:

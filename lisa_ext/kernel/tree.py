@@ -25,17 +25,13 @@ from typing import Iterator
 
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.spec import BaseTree
+from lisa_ext.workbench import cache_root
 
 __all__ = ["KernelTree", "cache_root", "kernels_cache", "prepare_tree", "tree_key", "BASE_TAG", "git"]
 
 BASE_TAG = "lisa-ext-base"
 _GIT_ID = ["-c", "user.name=lisa-ext", "-c", "user.email=lisa-ext@localhost", "-c", "advice.detachedHead=false"]
 
-
-def cache_root() -> Path:
-    """``$LISA_EXT_CACHE`` or ``~/.cache/lisa-ext``."""
-    env = os.environ.get("LISA_EXT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "lisa-ext"
 
 
 def kernels_cache() -> Path:

@@ -33,6 +33,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from lisa_ext import workbench
+
 __all__ = ["cache_root", "cached_frame", "code_digest", "digest", "file_digest", "library_versions",
            "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
 
@@ -42,9 +44,7 @@ CACHE_FORMAT = "lisa-ext-report-1"
 
 def cache_root() -> Path:
     """``$LISA_EXT_CACHE/report``, else ``~/.cache/lisa-ext/report``."""
-    env = os.environ.get("LISA_EXT_CACHE")
-    base = Path(env).expanduser() if env else Path.home() / ".cache" / "lisa-ext"
-    return base / "report"
+    return workbench.cache_root() / "report"
 
 
 def _feed(h, value: Any) -> None:

@@ -37,6 +37,7 @@ from typing import Iterator, Sequence
 
 from lisa_ext.errors import UserError
 from lisa_ext.hostkeys import VBOARD_ALIAS
+from lisa_ext.workbench import cache_root
 
 __all__ = [
     "ROOTFS_PACKAGES",
@@ -99,11 +100,6 @@ MaxSessions 64
 MaxStartups 64
 """
 
-
-def cache_root() -> Path:
-    """``$LISA_EXT_CACHE``, else ``~/.cache/lisa-ext``."""
-    env = os.environ.get("LISA_EXT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "lisa-ext"
 
 
 def vboard_cache_dir() -> Path:
