@@ -10,7 +10,8 @@ that do not import each other)::
 
     cli                  # lisa_ext.cli and every lisa_ext.<package>.cli: the commands
     quickstart           # the quickstart study
-    study                # studies: campaign + report + notebook
+    study                # running a study: campaign + report + notebook
+    studies              # per study: our numbers in its RFC's table shapes, its mechanism
     report               # tables, figures, explorer of a campaign
     stats                # comparisons of variants in a metrics table
     analysis             # the registered LISA analyses (trace.ana.<name>)

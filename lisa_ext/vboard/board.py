@@ -48,6 +48,13 @@ def default_target_conf_path() -> Path:
     return workbench_path("target-configs", "vboard.yml")
 
 
+def _port_from_env() -> int:
+    text = os.environ.get("LISA_EXT_VBOARD_PORT", "10022")
+    if not text.isdigit() or not 0 <= int(text) < 65536:
+        raise UserError(f"LISA_EXT_VBOARD_PORT={text!r}: expected a TCP port number (0: a free port)")
+    return int(text)
+
+
 @dataclass(frozen=True)
 class BoardSettings:
     """Shape of the QEMU guest; ``lisa-ext vboard up`` flags override the defaults.
@@ -68,7 +75,9 @@ class BoardSettings:
     # schedutil's fast frequency switching ("Fast frequency switching not
     # enabled") and marks the TSC unstable at the first OPP change.
     cpu: str = qemu.QemuMachine.cpu
-    ssh_port: int = 10022  # target-configs/vboard.yml says so; 0: a free port
+    # target-configs/vboard.yml says 10022; $LISA_EXT_VBOARD_PORT moves a second board (with its
+    # own $LISA_EXT_CACHE and a copy of that file naming the port) out of the first one's way
+    ssh_port: int = field(default_factory=lambda: _port_from_env())
     boot_timeout_s: int = 600
 
     def __post_init__(self):
