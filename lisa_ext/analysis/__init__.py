@@ -4,7 +4,8 @@ Importing this package defines the :class:`~lisa_ext.analysis.base.StudyAnalysis
 subclasses of :data:`ANALYSIS_CLASSES` (LISA registers a
 ``TraceAnalysisBase`` subclass by defining it), so every ``Trace`` built
 afterwards has ``trace.ana.idle_miss``, ``trace.ana.wakeup_latency``,
-``trace.ana.wq_placement``, ``trace.ana.iowait_boost`` and ``trace.ana.energy``. The import hook
+``trace.ana.wq_placement``, ``trace.ana.iowait_boost``, ``trace.ana.wakeup_frequency`` and
+``trace.ana.energy``. The import hook
 :mod:`lisa_ext.lisa_hook` imports this package when LISA builds its first
 ``trace.ana``, so nobody has to.
 
@@ -20,6 +21,7 @@ from lisa_ext.analysis.base import StudyAnalysis
 from lisa_ext.analysis.energy import EnergyAnalysis
 from lisa_ext.analysis.idle_miss import IdleMissAnalysis
 from lisa_ext.analysis.iowait_boost import IowaitBoostAnalysis
+from lisa_ext.analysis.wakeup_frequency import WakeupFrequencyAnalysis
 from lisa_ext.analysis.wakeup_latency import WakeupLatencyAnalysis
 from lisa_ext.analysis.wq_placement import WqPlacementAnalysis
 from lisa_ext.errors import UserError
@@ -31,6 +33,7 @@ __all__ = [
     "IdleMissAnalysis",
     "IowaitBoostAnalysis",
     "StudyAnalysis",
+    "WakeupFrequencyAnalysis",
     "WakeupLatencyAnalysis",
     "WqPlacementAnalysis",
     "all_events",
@@ -44,6 +47,7 @@ ANALYSIS_CLASSES: tuple[type[StudyAnalysis], ...] = (
     IdleMissAnalysis,
     WqPlacementAnalysis,
     IowaitBoostAnalysis,
+    WakeupFrequencyAnalysis,
     EnergyAnalysis,
 )
 
