@@ -31,6 +31,7 @@ from lisa_ext.campaign.store import Run, read_campaign
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.figures import export_html
 from lisa_ext.rfc_numbers import load_rfc_numbers
+from lisa_ext.studies.rfc import variant_table
 from lisa_ext.trace import load_trace
 
 __all__ = ["MECHANISM_COLUMNS", "STUDY", "TABLE_ID", "df_mechanism", "df_records", "df_wakeups",
@@ -69,18 +70,11 @@ def df_records(campaign_dir: str | os.PathLike) -> pd.DataFrame:
 def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
     """``{"sleeping-ebizzy": frame}``: the RFC's rows (10%..60%) and columns (Without patch, With
     patch, Difference (absolute), Difference (%)) from our mean records/s; NaN where we lack a cell."""
-    table = load_rfc_numbers(STUDY).table(TABLE_ID)
-    rows = [label for label, _, _ in table.rows]
-    columns = [c.name for c in table.columns]
-    records = df_records(campaign_dir)["records_per_s"]
-    by_variant = {c.name: records.xs(c.variant, level="variant").reindex(rows)
-                  if c.variant in records.index.get_level_values("variant") else pd.Series(np.nan, index=rows)
-                  for c in table.columns if c.variant}
-    without, with_ = (by_variant[c] for c in columns[:2])
-    frame = pd.DataFrame({columns[0]: without, columns[1]: with_, columns[2]: with_ - without,
-                          columns[3]: 100.0 * (with_ - without) / without}, index=rows)
-    frame.index.name = table.row_header
-    return {TABLE_ID: frame}
+    values = df_records(campaign_dir)["records_per_s"].unstack("variant")
+    table = variant_table(STUDY, TABLE_ID, values)
+    without, with_, absolute = (c.name for c in load_rfc_numbers(STUDY).table(TABLE_ID).columns[:3])
+    table[absolute] = table[with_] - table[without]
+    return {TABLE_ID: table}
 
 
 def _traced_runs(campaign_dir: str | os.PathLike) -> list[Run]:
@@ -172,12 +166,14 @@ def timeline_figure(campaign_dir: str | os.PathLike, workload: str = "ebizzy-40p
     for variant in variants:
         steps, sw = timeline_frames(campaign_dir, variant, workload)
         top = float(steps["mhz"].max()) if len(steps) else 1.0
-        freq = hv.Curve(steps, "time", "mhz", label="frequency (MHz)").opts(interpolation="steps-post")
+        freq = hv.Curve(steps, "time", "mhz", label="frequency (MHz)")
         running = hv.Curve(sw.assign(level=sw[COMM] * top * 0.25), "time", "level",
-                           label=f"{COMM} running (sched_switch)").opts(interpolation="steps-post")
-        panels.append((freq * running * hv.VLine(0.0).opts(color="black", line_dash="dashed")).opts(
-            title=f"{variant}: {workload}", xlabel="ms from the wake-up", ylabel="MHz",
-            width=700, height=220, legend_position="right"))
+                           label=f"{COMM} running (sched_switch)")
+        wake = hv.VLine(0.0).opts(color="black", line_dash="dashed", backend="bokeh")
+        overlay = (freq.opts(interpolation="steps-post", backend="bokeh")
+                   * running.opts(interpolation="steps-post", backend="bokeh") * wake)
+        panels.append(overlay.opts(title=f"{variant}: {workload}", xlabel="ms from the wake-up", ylabel="MHz",
+                                   width=700, height=220, legend_position="right", backend="bokeh"))
     return hv.Layout(panels).cols(1)
 
 
