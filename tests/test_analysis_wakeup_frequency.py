@@ -61,8 +61,8 @@ def reference_wakeups(path: Path, comm: str = "ebizzy") -> list[dict]:
         if next_comm != comm or pid not in slept or pid in ran:
             continue
         ran.add(pid)
-        if prev_pid != 0:
-            continue
+        if not any(c == cpu and slept[pid] < t <= ts and task(p)[1] == 0 for t, c, p, _ in switches):
+            continue  # the CPU never went idle during the sleep
         end = next((t for t, _, p, _ in switches[i + 1:] if task(p)[1] == pid and task(p)[2]), None)
         if end is None:
             continue

@@ -13,7 +13,7 @@ and the frequency stays where it was.
 
 Sources: ``sched_switch`` (include/trace/events/sched.h) for when the task
 sleeps (switched out with ``prev_state`` S or D) and wakes (switched back in),
-and whether the CPU was idle (``prev_pid`` 0) at the wake-up; ``cpu_frequency``
+and whether the CPU left its idle task (``prev_pid`` 0) during the sleep; ``cpu_frequency``
 (include/trace/events/power.h) for the frequency (kHz) of ``cpu_id`` from the
 event on, unknown (NaN) before a CPU's first event.
 """
@@ -84,14 +84,18 @@ def wakeups_from_idle(switches: pd.DataFrame, frequencies: pd.DataFrame, comm: s
     ``switches``: ``sched_switch`` rows indexed by time (s) with ``__cpu``,
     ``prev_comm``, ``prev_pid``, ``prev_state``, ``next_comm``, ``next_pid``;
     ``frequencies``: ``cpu_frequency`` rows with ``cpu_id`` and ``state`` (kHz).
-    A wake-up is a switch-in of the task after it switched out asleep (at least
-    ``min_sleep_s`` earlier), from the idle task; its burst lasts until the
-    task next switches out asleep (preemptions included), cut at ``window_s``.
+    A wake-up is the first switch-in of the task after it switched out asleep (at
+    least ``min_sleep_s`` earlier); it is from idle when the CPU left its idle task
+    during the sleep (the governor's kworker often runs between the two, as in the
+    RFC's excerpt); its burst lasts until the task next switches out asleep
+    (preemptions included), cut at ``window_s``.
     Columns (:data:`WAKEUP_COLUMNS`): ``cpu``, ``pid``, ``comm``; ``sleep_s``;
     the CPU's frequency when the task slept (``freq_at_sleep_khz``), at the
-    wake-up (``freq_at_wakeup_khz``) and after the first change in the burst,
-    the governor's first decision (``restart_freq_khz``, the wake-up's frequency
-    when nothing changed), ``first_change_s`` after the wake-up (NaN: none);
+    switch-in (``freq_at_wakeup_khz``) and after the first change from the CPU's
+    exit from idle to the end of the burst, the governor's first decision
+    (``restart_freq_khz``, the switch-in's frequency when nothing changed),
+    ``first_change_s`` from the switch-in to that change (negative when the
+    governor ran first; NaN: no change);
     ``burst_s``; in the burst, the seconds below the frequency of the sleep
     (``time_below_s``) and at ``min_freq_khz`` (``time_at_min_s``; default: the
     lowest frequency of the trace's ``cpu_frequency`` events).
@@ -106,35 +110,40 @@ def wakeups_from_idle(switches: pd.DataFrame, frequencies: pd.DataFrame, comm: s
     is_in = (switches["next_comm"] == comm).to_numpy()
     rows: list[dict[str, Any]] = []
     index: list[float] = []
+    idle_exits = {int(c): time[(cpu == c) & (prev_pid == 0)] for c in np.unique(cpu)}
     for pid in np.unique(np.r_[prev_pid[is_out], next_pid[is_in]]):
         outs = np.flatnonzero(is_out & (prev_pid == pid))
         ins = np.flatnonzero(is_in & (next_pid == pid))
         for i in ins:
             before = outs[outs < i]
             after = outs[outs > i]
-            if not len(before) or not len(after) or prev_pid[i] != 0:
+            if not len(before) or not len(after):
                 continue
             slept, woke, ended = time[before[-1]], time[i], time[after[0]]
             # a wake-up: the last switch-in before it was before the sleep
             if ins[ins < i].size and time[ins[ins < i][-1]] > slept or woke - slept < min_sleep_s:
                 continue
-            rows.append(_wakeup_row(steps.get(int(cpu[i])), int(cpu[i]), int(pid), comm, slept, woke,
-                                    ended if window_s is None else min(ended, woke + window_s),
+            exits = idle_exits[int(cpu[i])]
+            exits = exits[(exits > slept) & (exits <= woke)]
+            if not len(exits):
+                continue
+            rows.append(_wakeup_row(steps.get(int(cpu[i])), int(cpu[i]), int(pid), comm, slept, float(exits[-1]),
+                                    woke, ended if window_s is None else min(ended, woke + window_s),
                                     ended - woke, min_freq_khz))
             index.append(woke)
     df = pd.DataFrame(rows, columns=list(WAKEUP_COLUMNS), index=pd.Index(index, name="Time", dtype=float))
     return df.sort_index(kind="stable")
 
 
-def _wakeup_row(steps: _Steps | None, cpu: int, pid: int, comm: str, slept: float, woke: float,
-                until: float, burst: float, min_freq: float) -> dict[str, Any]:
+def _wakeup_row(steps: _Steps | None, cpu: int, pid: int, comm: str, slept: float, idle_exit: float,
+                woke: float, until: float, burst: float, min_freq: float) -> dict[str, Any]:
     row: dict[str, Any] = {"cpu": cpu, "pid": pid, "comm": comm, "sleep_s": woke - slept, "burst_s": burst,
                            "min_freq_khz": min_freq}
     if steps is None:  # the trace never saw this CPU's frequency
         return row | dict.fromkeys(("freq_at_sleep_khz", "freq_at_wakeup_khz", "restart_freq_khz",
                                     "first_change_s", "time_below_s", "time_at_min_s"), np.nan)
     level, at_wakeup = steps.at(slept), steps.at(woke)
-    changes = steps.changes(woke, until)
+    changes = steps.changes(idle_exit, until)
     first = changes[0] if len(changes) else None
     unknown = np.isnan(at_wakeup)
     return row | {
@@ -162,8 +171,9 @@ class WakeupFrequencyAnalysis(StudyAnalysis):
     @classmethod
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
         g = parser.add_argument_group("wakeup-frequency")
-        g.add_argument("--comm", default="ebizzy", help="the bursty task's name (default: ebizzy)")
-        g.add_argument("--window-ms", type=float, default=None, metavar="MS",
+        g.add_argument("--task", default="ebizzy", metavar="COMM",
+                       help="the bursty task's name, exactly (default: ebizzy)")
+        g.add_argument("--burst-window-ms", type=float, default=None, metavar="MS",
                        help="look at most this long after each wake-up (default: the whole burst)")
 
     @TraceAnalysisBase.cache
@@ -175,20 +185,21 @@ class WakeupFrequencyAnalysis(StudyAnalysis):
                                  comm, window_s=None if window_ms is None else window_ms / 1e3,
                                  min_sleep_s=min_sleep_ms / 1e3)
 
-    def summary(self, comm: str = "ebizzy", window_ms: float | None = None) -> dict[str, Any]:
+    def summary(self, task: str = "ebizzy", burst_window_ms: float | None = None) -> dict[str, Any]:
         """``wakeups``; medians of ``sleep_s``, ``restart_freq_khz``, ``time_below_s``,
         ``time_at_min_s``; ``restarted_below_frac``: wake-ups whose first decision
         went below the frequency of the sleep."""
-        df = self.df_wakeups(comm=comm, window_ms=window_ms)
-        out: dict[str, Any] = {"comm": comm, "wakeups": int(len(df))}
+        df = self.df_wakeups(comm=task, window_ms=burst_window_ms)
+        out: dict[str, Any] = {"comm": task, "wakeups": int(len(df))}
         for col in ("sleep_s", "restart_freq_khz", "time_below_s", "time_at_min_s"):
             out[f"median_{col}"] = float(df[col].median()) if len(df) else None
         below = df["restart_freq_khz"] < df["freq_at_sleep_khz"]
         out["restarted_below_frac"] = float(below.mean()) if len(df) else None
         return out
 
-    def summary_tables(self, comm: str = "ebizzy", window_ms: float | None = None) -> list[tuple[str, pd.DataFrame]]:
-        return [(f"wake-ups from idle of {comm}", self.df_wakeups(comm=comm, window_ms=window_ms))]
+    def summary_tables(self, task: str = "ebizzy",
+                       burst_window_ms: float | None = None) -> list[tuple[str, pd.DataFrame]]:
+        return [(f"wake-ups from idle of {task}", self.df_wakeups(comm=task, window_ms=burst_window_ms))]
 
     def run_metrics(self) -> list[RunMetric]:
         """Medians over the ebizzy wake-ups: restart frequency, ms below the frequency of the sleep."""
