@@ -129,7 +129,7 @@ def df_mechanism(campaign_dir: str | os.PathLike) -> pd.DataFrame:
 
 def timeline_frames(campaign_dir: str | os.PathLike, variant: str, workload: str,
                     before_ms: float = 30.0, after_ms: float = 40.0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Around the median-sleep wake-up from idle of the first traced run of ``variant`` /
+    """Around the wake-up from idle in the middle of the first traced run of ``variant`` /
     ``workload``: the ebizzy CPU's frequency steps (``time`` ms from the wake-up, ``mhz``) and
     its ``sched_switch`` rows (``time``, ``prev_comm``, ``next_comm``, ``ebizzy`` 1 = running)."""
     run = next((r for r in _traced_runs(campaign_dir) if (r.variant, r.workload) == (variant, workload)), None)
