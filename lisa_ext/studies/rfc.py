@@ -81,12 +81,15 @@ def variant_table(study: str, table_id: str, values: pd.DataFrame) -> pd.DataFra
     out = pd.DataFrame(index=table.frame().index, columns=[c.name for c in table.columns], dtype="float64")
     rows = [r for r in values.index if r in out.index]
     first = next((c.variant for c in table.columns if c.variant), None)
-    previous = None
+    previous, seen = None, set()
     for col in table.columns:
         if col.variant is not None:
-            if col.variant in values.columns:
+            # a repeated column (the RFC's second run of its baseline, showing its error margin)
+            # stays empty: copying our first one would fake that margin
+            previous = col.variant if col.variant not in seen else None
+            seen.add(col.variant)
+            if previous in values.columns:
                 out.loc[rows, col.name] = values.loc[rows, col.variant].astype("float64")
-            previous = col.variant
         elif col.unit == "%" and previous in values.columns and first in values.columns:
             base = values.loc[rows, first].astype("float64")
             out.loc[rows, col.name] = 100.0 * (values.loc[rows, previous].astype("float64") - base) / base.abs()
