@@ -22,6 +22,7 @@ from lisa_ext.campaign.spec import load_spec
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.study import find_study
 from vboard_helpers import BASELINE, REPO, require_board_capabilities
+from workload_tools import install_built_tools
 
 pytestmark = pytest.mark.vboard
 
@@ -40,6 +41,11 @@ def board():
     board = VirtualBoard()
     # the runner connects to the board before deploying a study's kernels: bring it up first
     deploy_variant(board, BASELINE)
+    # ondemand-bursty's sleeping ebizzy is not packaged: build it from ../shared/src and push
+    # it, as a user does; the runner's kernel deploys (kexec) keep the board's disk
+    from lisa_ext.target import connect
+
+    install_built_tools(connect(REPO / "target-configs" / "vboard.yml"))
     yield board
     board.down()
 
