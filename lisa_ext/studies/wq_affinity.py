@@ -145,7 +145,7 @@ def plot_kcryptd_locality(campaign_dir: str | os.PathLike):
     # options every holoviews backend takes: the study exports it as PNG, a live kernel may use bokeh
     return hv.Bars(tidy, kdims=["load", "scope"], vdims=["pct"]).opts(
         title="kcryptd work items executed in the queueing CPU's LLC",
-        ylabel="% of work items", ylim=(0, 100), xlabel="load, scope")
+        ylabel="% of work items", ylim=(0, 100), xlabel="load", multi_level=False, show_legend=True)
 
 
 def kcryptd_locality_figure(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
