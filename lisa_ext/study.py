@@ -60,9 +60,9 @@ class Study:
     spec: Path
     notebook: Path
 
-    @property
-    def default_data(self) -> Path:
-        return output_dir() / "data" / self.name
+    def default_data(self, smoke: bool = False) -> Path:
+        """``data/<name>``, or ``data/<name>-smoke`` for a smoke run (never mixed with a full one)."""
+        return output_dir() / "data" / (f"{self.name}-smoke" if smoke else self.name)
 
 
 def repo_path(path: str | os.PathLike) -> Path:
@@ -90,11 +90,13 @@ def find_study(name: str, root: Path | None = None) -> Study:
 
 
 def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
-                    run: bool = True, progress: bool = True) -> Path:
+                    run: bool = True, progress: bool = True, smoke: bool = False,
+                    target: str | os.PathLike | None = None) -> Path:
     """The campaign directory, running (or resuming) the campaign when ``run`` is true.
 
     With ``run=False`` an existing directory is used as it is, so a notebook can be
-    re-rendered from collected data without touching a target.
+    re-rendered from collected data without touching a target. ``smoke`` and
+    ``target`` are :func:`~lisa_ext.campaign.spec.load_spec`'s.
     """
     campaign_dir = Path(campaign_dir)
     if not run:
@@ -103,7 +105,7 @@ def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
                             f"(lisa-ext campaign run {spec} --out {campaign_dir})")
         return campaign_dir
 
-    loaded = load_spec(spec)
+    loaded = load_spec(spec, smoke=smoke, target=target)
     check_target_conf(loaded.target)
     quiet_lisa_logs()
     CampaignRunner(loaded, campaign_dir, resume=True, progress=progress).run()
@@ -243,10 +245,13 @@ def export_notebook(nb, out_html: Path) -> Path:
 
 
 def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = True,
-              progress: bool = True) -> Path:
-    ensure_campaign(study.spec, campaign_dir, run=run, progress=progress)
+              progress: bool = True, smoke: bool = False,
+              target: str | os.PathLike | None = None) -> Path:
+    ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target)
+    report_dir = out_html.with_name(f"{out_html.stem}-report")
     return execute_notebook(study.notebook, out_html,
-                            {"campaign_dir": str(Path(campaign_dir).resolve())})
+                            {"campaign_dir": str(Path(campaign_dir).resolve()),
+                             "report_dir": str(report_dir.resolve()), "smoke": smoke})
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -259,9 +264,11 @@ def _list(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     study = find_study(args.name)
     # relative to where the user is, unlike the notebooks' paths (see repo_path)
-    data = Path(args.data).resolve() if args.data else study.default_data
-    out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{study.name}.html"
-    html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress)
+    data = Path(args.data).resolve() if args.data else study.default_data(args.smoke)
+    name = f"{study.name}-smoke" if args.smoke else study.name
+    out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{name}.html"
+    html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress,
+                     smoke=args.smoke, target=args.target)
     print(f"{study.name} report: {html.resolve()}")
     return 0
 
@@ -282,5 +289,10 @@ def register(subparsers) -> None:
     run.add_argument("-o", "--out", metavar="HTML", help="output page (default: out/<name>.html)")
     run.add_argument("--no-run", action="store_true",
                      help="do not run anything: render the notebook from the collected runs")
+    run.add_argument("--smoke", action="store_true",
+                     help="the spec's smoke: size (shortest runs that fill every table cell), "
+                          "into data/<name>-smoke and out/<name>-smoke.html")
+    run.add_argument("--target", metavar="CONF",
+                     help="LISA target config to run on instead of the spec's (another platform)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)

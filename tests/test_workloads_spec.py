@@ -49,6 +49,14 @@ def test_every_kind_is_registered():
      "workloads[0].dm-crypt.backing", "missing required key"),
     ("    kind: fio\n    options: {rw: read, filename: /tmp/x}\n    dm-crypt: {backing: loop}\n",
      "workloads[0].options.filename", "not allowed with dm-crypt"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, policy: SCHED_RR, priority: 0}}\n",
+     "workloads[0].tasks.t.priority", "must be in 1..99 for SCHED_RR"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, priority: -21}}\n",
+     "workloads[0].tasks.t.priority", "must be in -20..19 for SCHED_OTHER"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, policy: RR}}\n",
+     "workloads[0].tasks.t.policy", "'RR' is not one of: SCHED_OTHER"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, cpus: [one]}}\n",
+     "workloads[0].tasks.t.cpus", "must be a list of CPU numbers"),
 ])
 def test_bad_workload_options(tmp_path, workload, key, message):
     with pytest.raises(SpecError) as err:

@@ -12,8 +12,9 @@ From the top of its layers (``.importlinter``) to the bottom:
   :mod:`~lisa_ext.campaign.workloads` -- CPU utilisation and energy around a
   run, tool builds, trace-cmd into a private ftrace instance, the workload kinds
 * :mod:`~lisa_ext.campaign.health`, :mod:`~lisa_ext.campaign.remote`,
-  :mod:`~lisa_ext.campaign.storage`, :mod:`~lisa_ext.campaign.trace_loss` -- the
-  target's watchdog, commands on the target, room in data/, lost trace events
+  :mod:`~lisa_ext.campaign.requirements`, :mod:`~lisa_ext.campaign.storage`,
+  :mod:`~lisa_ext.campaign.trace_loss` -- the target's watchdog, commands on the
+  target, what a study needs from its platform, room in data/, lost trace events
 * :mod:`~lisa_ext.campaign.store` -- the on-disk layout, typed runs and the tidy
   metrics table: the one reader every other layer uses
 

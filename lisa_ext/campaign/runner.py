@@ -40,7 +40,7 @@ from ruamel.yaml import YAML
 from tqdm import tqdm
 
 from lisa_ext import knobs as _knobs
-from lisa_ext.campaign import meters, recovery, remote, storage, trace_loss, tracing
+from lisa_ext.campaign import meters, recovery, remote, requirements, storage, trace_loss, tracing
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, Metric, RunKey, RunResult, write_json
@@ -210,6 +210,9 @@ class CampaignRunner:
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
+        if self.spec.requires and not any(v.kernel for v in self.spec.variants):
+            problems += requirements.unmet_requirements(self.spec.requires,
+                                                        requirements.platform_facts(self.target))
         try:
             self.meter = meters.open_meter(self.target, self.spec.energy, str(self.spec.target))
         except UserError as exc:
@@ -260,6 +263,13 @@ class CampaignRunner:
 
         result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
         self._deployed_kernel = (variant.kernel, result)
+        if self.spec.requires:
+            problems = requirements.unmet_requirements(self.spec.requires,
+                                                       requirements.platform_facts(self.target))
+            if problems:
+                raise requirements.RequirementError(
+                    f"{self.spec.path}: kernel variant {variant.kernel.name} on {self.spec.target.name}: "
+                    + "; ".join(problems))
         return result
 
     def _run_one(self, key: RunKey, index: int, journal: _Journal) -> RunResult:
@@ -310,7 +320,7 @@ class CampaignRunner:
                         meta["cleanup_error"] = f"{type(exc).__name__}: {exc}"
                     raise
                 workload.cleanup(ctx)
-        except _knobs.KnobRevertError as exc:
+        except (_knobs.KnobRevertError, requirements.RequirementError) as exc:
             status, error, fatal = "failed", f"{exc}", exc
         except Exception as exc:
             if storage.storage_cause(exc):

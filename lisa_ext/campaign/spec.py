@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
+from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
 from lisa_ext.schema import Field, check_mapping, load_yaml, positive
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
@@ -84,6 +85,13 @@ _TOP_SCHEMA = {
                        lambda v: None if v else "needs at least one workload"),
     "retries": Field((int,), "attempts after the first when the target is lost mid-run (default 1)",
                      check=lambda v: None if v >= 0 else "must be 0 or more"),
+    "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
+    "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
+}
+
+_SMOKE_SCHEMA = {
+    "iterations": Field((int,), "iterations of a smoke run", check=positive),
+    "workloads": Field((dict,), "per workload name: options replacing the spec's"),
 }
 
 _TRACE_SCHEMA = {
@@ -182,6 +190,9 @@ class CampaignSpec:
     description: str = ""
     energy: str = "none"
     retries: int = 1
+    requires: dict[str, Any] = field(default_factory=dict)
+    smoke: bool = False
+    """Whether the spec's ``smoke:`` overrides were applied."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
 
@@ -223,19 +234,55 @@ def _check_workload(path: Path, prefix: str, node: Any) -> WorkloadSpec:
     return WorkloadSpec(w["name"], w["kind"], options)
 
 
-def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> CampaignSpec:
+def _apply_smoke(path: Path, doc: dict) -> dict:
+    """``doc`` with its ``smoke:`` overrides applied (and removed): the shortest campaign that
+    still fills every table cell, for CI and for checking a study end to end before a long run."""
+    if "smoke" not in doc:
+        raise SpecError(path, "smoke", "--smoke needs a smoke: section (iterations, "
+                        "workloads.<name>.<option>) saying how to shorten this campaign")
+    smoke = check_mapping(path, doc["smoke"], "smoke", _SMOKE_SCHEMA)
+    doc = {k: v for k, v in doc.items() if k != "smoke"}
+    if "iterations" in smoke:
+        doc["iterations"] = smoke["iterations"]
+        trace = doc.get("trace")
+        if isinstance(trace, dict) and "iterations" in trace:
+            doc["trace"] = dict(trace, iterations=[i for i in trace["iterations"] if i < smoke["iterations"]])
+    overrides = smoke.get("workloads") or {}
+    names = [w.get("name") for w in doc.get("workloads") or [] if isinstance(w, dict)]
+    for name, options in overrides.items():
+        if name not in names:
+            raise SpecError(path, f"smoke.workloads.{name}", f"not a workload of this spec; "
+                            f"allowed: {', '.join(map(str, names))}")
+        if not isinstance(options, dict):
+            raise SpecError(path, f"smoke.workloads.{name}", "expected a mapping of options")
+    doc["workloads"] = [dict(w, **overrides.get(w.get("name"), {})) if isinstance(w, dict) else w
+                        for w in doc.get("workloads") or []]
+    return doc
+
+
+def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
+              target: str | os.PathLike | None = None) -> CampaignSpec:
     """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
 
     ``check_files=False`` skips the checks that referenced files exist, to read
-    back the copy stored in a campaign directory.
+    back the copy stored in a campaign directory. ``smoke=True`` applies the spec's
+    ``smoke:`` overrides; ``target`` replaces its ``target:`` (rerunning a study on
+    another platform is this one parameter).
     """
     path = Path(path).resolve()
     doc = load_yaml(path, "campaign spec")
     top = check_mapping(path, doc, "", _TOP_SCHEMA)
+    if smoke:
+        doc = _apply_smoke(path, _plain(doc))
+        top = check_mapping(path, doc, "", _TOP_SCHEMA)
+    if target is not None:
+        doc = dict(_plain(doc), target=str(Path(target).resolve()))
+        top = check_mapping(path, doc, "", _TOP_SCHEMA)
 
     target = _resolve(path, top["target"])
     if check_files and not target.is_file():
         raise SpecError(path, "target", f"target config {target} not found (a LISA target_conf YAML file)")
+    requires = check_mapping(path, top["requires"], "requires", REQUIREMENTS_SCHEMA) if "requires" in top else {}
 
     trace = None
     if "trace" in top:
@@ -287,5 +334,7 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True) -> CampaignS
         description=str(top.get("description", "")),
         energy=top.get("energy", "none"),
         retries=top.get("retries", 1),
+        requires=requires,
+        smoke=smoke,
         raw=_plain(doc),
     )
