@@ -32,7 +32,7 @@ from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.trace import load_trace
 
 __all__ = ["KCRYPTD_PREFIX", "LOADS", "SCOPES", "df_kcryptd_locality", "df_kcryptd_placement",
-           "df_runs", "kcryptd_locality_figure", "plot_kcryptd_locality", "rfc_tables"]
+           "df_runs", "direction", "kcryptd_locality_figure", "plot_kcryptd_locality", "rfc_tables"]
 
 STUDY = "wq-affinity"
 #: RFC row label -> our variant (the RFC's +LOCAL rows have none)
@@ -80,6 +80,26 @@ def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
         ours[_VS] = 100.0 * (ours[_BW] / ours.loc["SYSTEM", _BW] - 1.0)
         tables[table_id] = ours
     return tables
+
+
+def direction(table_id: str, ours: pd.DataFrame, row: str, *, tolerance_pct: float = 1.0) -> str:
+    """One sentence: does ``row``'s bandwidth move against SYSTEM the way the RFC's does, and is our
+    change larger than our noise (both rows' sd, relative to SYSTEM's mean)? The RFC's tables
+    compare rows, not columns, hence not :func:`lisa_ext.studies.rfc.direction`."""
+    theirs = float(load_rfc_numbers(STUDY).table(table_id).frame().loc[row, _VS])
+    change, base = float(ours.loc[row, _VS]), float(ours.loc["SYSTEM", _BW])
+    noise = 100.0 * float(np.hypot(ours.loc[row, _BW_SD], ours.loc["SYSTEM", _BW_SD])) / base
+    what = f"{table_id.upper()}, {row} vs SYSTEM bandwidth"
+    if np.isnan(change):
+        return f"{what}: no comparison (we have no {row} runs)."
+
+    def sign(pct: float) -> int:
+        return 0 if abs(pct) <= tolerance_pct else (1 if pct > 0 else -1)
+
+    verdict = "the direction agrees" if sign(change) == sign(theirs) else "the direction does not agree"
+    if not np.isnan(noise) and abs(change) <= noise:
+        verdict += f", but ours is within our noise (±{noise:.1f} %)"
+    return f"{what}: RFC {theirs:+.1f} %, ours {change:+.1f} % — {verdict}."
 
 
 def _platform(run: Run) -> Platform:
