@@ -26,7 +26,7 @@ from lisa_ext.running_kernel import probe_running_kernel
 from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
-__all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance",
+__all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance", "llc_domains",
            "platform_provenance", "target_extras", "tool_versions", "tracefs_root"]
 
 _TOP_KEYS = ("target-conf", "platform-info", "lisa-ext")
@@ -170,7 +170,26 @@ def platform_provenance(target) -> dict:
             info["/".join(key)] = str(plat_info.get_nested_key(key, quiet=True))
         except Exception as exc:  # a key LISA cannot compute on this target
             info["/".join(key)] = f"unavailable: {type(exc).__name__}"
+    info["llc"] = llc_domains(target)
     return info
+
+
+#: per CPU cache: "<cpu dir> <level> <type> <shared_cpu_list>" (drivers/base/cacheinfo.c sysfs)
+_CACHES = ("for d in /sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*; do "
+           "echo \"${d%%/cache/*} $(cat $d/level) $(cat $d/type) $(cat $d/shared_cpu_list)\"; done")
+
+
+def llc_domains(target) -> list[str]:
+    """The target's last-level-cache domains as kernel CPU lists (``["0-1", "2-3"]``): per CPU
+    the ``shared_cpu_list`` of its highest-level data or unified cache; empty when sysfs has none."""
+    best: dict[str, tuple[int, str]] = {}
+    for line in (_read(target, _CACHES) or "").splitlines():
+        fields = line.split()
+        if len(fields) != 4 or fields[2] == "Instruction" or not fields[1].isdigit():
+            continue
+        if fields[0] not in best or int(fields[1]) > best[fields[0]][0]:
+            best[fields[0]] = (int(fields[1]), fields[3])
+    return sorted({shared for _, shared in best.values()})
 
 
 def tool_versions(target, tools: list[str]) -> dict:

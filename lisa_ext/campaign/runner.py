@@ -275,7 +275,7 @@ class CampaignRunner:
     def _run_one(self, key: RunKey, index: int, journal: _Journal) -> RunResult:
         spec = self.spec
         variant = next(v for v in spec.variants if v.name == key.variant)
-        wspec = next(w for w in spec.workloads if w.name == key.workload)
+        wspec = variant.workload(next(w for w in spec.workloads if w.name == key.workload))
         workload = make_workload(wspec)
         target = self.target
         tmp = self.store.new_tmp_run_dir(key)

@@ -31,7 +31,7 @@ import importlib.util
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.knobs import knob_problem
 
-__all__ = ["CampaignSpec", "VariantSpec", "WorkloadSpec", "TraceSpec", "load_spec", "ORDERS"]
+__all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options"]
 
 ORDERS = ("interleave", "group-by-variant")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -119,6 +119,14 @@ _VARIANT_SCHEMA = {
     "knobs": Field((dict,), "mapping of /sys or /proc file -> value written before each run",
                    check=_check_knobs),
     "kernel": Field((str,), "path to a kernel variant spec (kernels/.../variant.yml), relative to the spec"),
+    "workload-options": Field((dict,), "per workload kind, options merged (mappings key by key) into "
+                              "every workload of that kind in this variant's runs, for settings that "
+                              "exist only once the workload set up, e.g. "
+                              "{fio: {dm-crypt: {workqueue: {affinity_strict: 1}}}}",
+                              check=lambda v: None if all(k in WORKLOAD_KINDS and isinstance(o, dict)
+                                                          for k, o in v.items())
+                              else f"keys must be workload kinds ({', '.join(WORKLOAD_KINDS)}), "
+                                   "values mappings of options"),
 }
 
 _WORKLOAD_COMMON = {
@@ -142,12 +150,28 @@ class TraceSpec:
                 and (self.workloads is None or workload in self.workloads))
 
 
+def merge_options(options: dict, extra: dict) -> dict:
+    """``options`` with ``extra`` laid over it: mappings merge key by key, other values replace."""
+    merged = dict(options)
+    for key, value in extra.items():
+        old = merged.get(key)
+        merged[key] = merge_options(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return merged
+
+
 @dataclass(frozen=True)
 class VariantSpec:
     name: str
     knobs: dict[str, str]
     kernel: Path | None = None
     description: str = ""
+    workload_options: dict[str, dict] = field(default_factory=dict)
+    """Per workload kind, options this variant lays over every workload of that kind."""
+
+    def workload(self, spec: "WorkloadSpec") -> "WorkloadSpec":
+        """``spec`` as this variant runs it."""
+        extra = self.workload_options.get(spec.kind)
+        return replace(spec, options=merge_options(spec.options, extra)) if extra else spec
 
 
 @dataclass(frozen=True)
@@ -199,6 +223,20 @@ def _knob_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
+
+
+def _check_workload(path: Path, prefix: str, node: Any) -> WorkloadSpec:
+    if not isinstance(node, dict):
+        raise SpecError(path, prefix, "expected a mapping with name and kind")
+    kind = node.get("kind")
+    kind_cls = WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
+    schema = dict(_WORKLOAD_COMMON)
+    if kind_cls is not None:
+        schema.update(kind_cls.SCHEMA)
+    w = check_mapping(path, node, prefix, schema)
+    options = {k: _plain(val) for k, val in w.items() if k not in ("name", "kind")}
+    kind_cls.check_options(path, prefix, options)
+    return WorkloadSpec(w["name"], w["kind"], options)
 
 
 def _apply_smoke(path: Path, doc: dict) -> dict:
@@ -295,24 +333,17 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
                                 "kernel variants need lisa_ext.kernel, which is not part of this "
                                 "installation yet; use runtime knobs only")
         knobs = {str(k): _knob_text(val) for k, val in (v.get("knobs") or {}).items()}
-        variants.append(VariantSpec(v["name"], knobs, kernel, str(v.get("description", ""))))
+        variants.append(VariantSpec(v["name"], knobs, kernel, str(v.get("description", "")),
+                                    _plain(v.get("workload-options") or {})))
     _unique(path, "variants", [v.name for v in variants])
 
-    workloads = []
-    for i, node in enumerate(top["workloads"]):
-        prefix = f"workloads[{i}]"
-        if not isinstance(node, dict):
-            raise SpecError(path, prefix, "expected a mapping with name and kind")
-        kind = node.get("kind")
-        kind_cls = WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
-        schema = dict(_WORKLOAD_COMMON)
-        if kind_cls is not None:
-            schema.update(kind_cls.SCHEMA)
-        w = check_mapping(path, node, prefix, schema)
-        options = {k: _plain(val) for k, val in w.items() if k not in ("name", "kind")}
-        kind_cls.check_options(path, prefix, options)
-        workloads.append(WorkloadSpec(w["name"], w["kind"], options))
+    workloads = [_check_workload(path, f"workloads[{i}]", node) for i, node in enumerate(top["workloads"])]
     _unique(path, "workloads", [w.name for w in workloads])
+    for i, variant in enumerate(variants):
+        for w in workloads:
+            if w.kind in variant.workload_options:
+                _check_workload(path, f"variants[{i}].workload-options.{w.kind} on {w.name}",
+                                {"name": w.name, "kind": w.kind, **variant.workload(w).options})
     if trace is not None and trace.workloads is not None:
         for name in trace.workloads:
             if name not in {w.name for w in workloads}:

@@ -12,6 +12,7 @@ text and systrace files through :func:`lisa_ext.trace.read_trace`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from lisa_ext.errors import UserError
 from lisa_ext.trace import read_trace, tracedat
 from lisa_ext.trace.tracedat import MAGIC, TraceDatReader, count_events, read_tracedat
+from lisa_ext.trace.strip import shrink_trace
 
 __all__ = ["register", "convert", "stats", "event_file_name"]
 
@@ -184,6 +186,12 @@ def _cmd_stats(args) -> int:
     return 0
 
 
+def _cmd_shrink(args: argparse.Namespace) -> int:
+    before, after = shrink_trace(args.trace, args.out)
+    print(f"{args.out}: {after} bytes ({before} before)")
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("trace", help="convert trace.dat / text traces to Arrow tables",
                               description="Convert a trace (trace.dat v6/v7, ftrace text, systrace "
@@ -207,3 +215,11 @@ def register(subparsers) -> None:
     s.add_argument("trace", metavar="TRACE", help="trace.dat (v6/v7), ftrace text or systrace HTML")
     s.add_argument("--json", action="store_true", help='print {"events": {...}, "cpus": N}')
     s.set_defaults(func=_cmd_stats)
+
+    k = sub.add_parser("shrink", help="write a small copy of a trace.dat for committing as sample data",
+                       description="Write TRACE as a version 7, zstd-compressed trace.dat without the "
+                                   "kallsyms entries its events do not resolve to (every event kept, "
+                                   "trace-cmd report prints the same). Needs trace-cmd.")
+    k.add_argument("trace", metavar="TRACE", help="trace.dat (v6/v7)")
+    k.add_argument("-o", "--out", required=True, metavar="FILE", help="output trace.dat")
+    k.set_defaults(func=_cmd_shrink)

@@ -8,6 +8,11 @@ with ``dmsetup create`` and a table line::
     0 <sectors> crypt <cipher> <hex key> 0 <backing device> 0 [<n> <flags>...]
 
 over either a given scratch block device or a sparse loop file (``losetup``).
+Since Linux 6.5 ``kcryptd`` is created ``WQ_SYSFS`` (``crypt_ctr()``): its attributes live in
+``/sys/devices/virtual/workqueue/kcryptd-<major>:<minor>-<id>/`` (kernel/workqueue.c,
+``wq_sysfs_unbound_attrs``) and exist only while the device does, so ``workqueue:``
+writes them right after the device is created (e.g. ``affinity_strict: 1``, RFC 001's
+CACHE+STRICT) and reads each back; they go away with the device.
 The key is random (``/dev/urandom``) and thrown away: the data never outlives
 the run. Before anything is created an idempotent cleanup command is handed to
 the runner (:attr:`RunContext.on_cleanup`), so a device or loop left behind by a
@@ -24,15 +29,25 @@ from lisa_ext.campaign import remote
 from lisa_ext.schema import Field, positive
 from lisa_ext.campaign.workloads.base import RunContext, WorkloadError
 
-__all__ = ["CRYPT_SCHEMA", "CRYPT_FLAGS", "CryptDevice"]
+__all__ = ["CRYPT_FLAGS", "CRYPT_SCHEMA", "CryptDevice", "WORKQUEUE_ATTRS"]
 
 #: optional dm-crypt table parameters (Documentation/admin-guide/device-mapper/dm-crypt.rst)
 CRYPT_FLAGS = ("same_cpu_crypt", "submit_from_crypt_cpus", "no_read_workqueue", "no_write_workqueue")
+#: writable attributes of an unbound workqueue in sysfs (kernel/workqueue.c, wq_sysfs_unbound_attrs)
+WORKQUEUE_ATTRS = ("affinity_scope", "affinity_strict", "cpumask", "max_active", "nice")
 
 
 def _check_flags(value: list) -> str | None:
     bad = [f for f in value if f not in CRYPT_FLAGS]
     return f"unknown dm-crypt flag(s) {bad}; allowed: {', '.join(CRYPT_FLAGS)}" if bad else None
+
+
+def _check_workqueue(value: dict) -> str | None:
+    bad = [k for k in value if k not in WORKQUEUE_ATTRS]
+    if bad:
+        return f"unknown kcryptd workqueue attribute(s) {bad}; allowed: {', '.join(WORKQUEUE_ATTRS)}"
+    odd = [k for k, v in value.items() if isinstance(v, bool) or not isinstance(v, (str, int))]
+    return f"{odd}: a workqueue attribute value is a string or an integer" if odd else None
 
 
 CRYPT_SCHEMA = {
@@ -47,6 +62,9 @@ CRYPT_SCHEMA = {
                        check=lambda v: None if v in (16, 24, 32, 48, 64) else "must be 16, 24, 32, 48 or 64"),
     "flags": Field((list,), f"dm-crypt optional parameters, any of: {', '.join(CRYPT_FLAGS)}",
                    check=_check_flags),
+    "workqueue": Field((dict,), "attributes of the device's kcryptd workqueue written once it exists, "
+                       f"any of: {', '.join(WORKQUEUE_ATTRS)}; e.g. {{affinity_strict: 1}}",
+                       check=_check_workqueue),
 }
 
 
@@ -111,7 +129,32 @@ class CryptDevice:
         # Never let fio start on a missing node: it would create a plain file in /dev/mapper.
         self._execute(f"udevadm settle 2>/dev/null; dmsetup mknodes {q(self.name)} && test -b {q(self.path)}",
                       f"creating the block device node {self.path}")
+        self._set_workqueue(self.options.get("workqueue") or {})
         return self.path
+
+    def workqueue_dir(self) -> str:
+        """sysfs directory of the device's kcryptd workqueue (``kcryptd-<major>:<minor>-<id>``)."""
+        q = remote.quote
+        devno = self._execute(f"dmsetup info -c --noheadings -o major,minor {q(self.name)}",
+                              "reading the device number").replace(" ", "")
+        found = self._execute(f"ls -d /sys/devices/virtual/workqueue/kcryptd-{q(devno)}-*",
+                              f"finding the kcryptd workqueue of {devno} (kernel older than 6.5: "
+                              "kcryptd is not WQ_SYSFS)").split()
+        if len(found) != 1:
+            raise WorkloadError(f"dm-crypt setup: expected one kcryptd workqueue for {devno}, found {found}")
+        return found[0]
+
+    def _set_workqueue(self, attrs: dict) -> None:
+        if not attrs:
+            return
+        q = remote.quote
+        wq = self.workqueue_dir()
+        for attr, value in attrs.items():
+            path = f"{wq}/{attr}"
+            got = self._execute(f"echo {q(str(value))} > {q(path)} && cat {q(path)}", f"writing {value} to {path}")
+            # affinity_scope reads back as "default (cache)" when it follows the default
+            if str(value) not in got.replace("(", " ").replace(")", " ").split():
+                raise WorkloadError(f"dm-crypt setup: {path} reads {got!r} after writing {value!r}")
 
     def remove(self) -> None:
         self.target.execute(self.cleanup_command(), as_root=True, check_exit_code=False, timeout=120)
