@@ -18,6 +18,7 @@ from typing import Any
 
 from lisa_ext.errors import UserError
 from lisa_ext.schema import Field
+from lisa_ext.target import llc_domains
 
 __all__ = ["REQUIREMENTS_SCHEMA", "RequirementError", "platform_facts", "unmet_requirements"]
 
@@ -36,11 +37,7 @@ _SYS_CPU = "/sys/devices/system/cpu"
 # One shell round trip: over SSH to a phone or a TCG guest each call costs ~0.1-1 s.
 _PROBE = (
     f"echo states $(ls -d {_SYS_CPU}/cpu0/cpuidle/state* 2>/dev/null | wc -l); "
-    f"echo governors $(cat {_SYS_CPU}/cpufreq/policy0/scaling_available_governors 2>/dev/null); "
-    f"for c in {_SYS_CPU}/cpu[0-9]*; do "
-    "  d=$(ls -d $c/cache/index* 2>/dev/null | sort -V | tail -n1); "
-    "  [ -n \"$d\" ] && echo llc $(cat $d/shared_cpu_list); "
-    "done"
+    f"echo governors $(cat {_SYS_CPU}/cpufreq/policy0/scaling_available_governors 2>/dev/null)"
 )
 
 
@@ -51,17 +48,14 @@ class RequirementError(UserError):
 def platform_facts(target: Any) -> dict[str, Any]:
     """``{"cpuidle-states": int, "llc-domains": int, "cpufreq-governors": [str]}`` read on ``target``."""
     out = target.execute(_PROBE, check_exit_code=False)
-    facts: dict[str, Any] = {"cpuidle-states": 0, "llc-domains": 0, "cpufreq-governors": []}
-    llcs = set()
+    facts: dict[str, Any] = {"cpuidle-states": 0, "llc-domains": len(llc_domains(target)),
+                             "cpufreq-governors": []}
     for line in out.splitlines():
         key, _, rest = line.partition(" ")
         if key == "states":
             facts["cpuidle-states"] = int(rest or 0)
         elif key == "governors":
             facts["cpufreq-governors"] = rest.split()
-        elif key == "llc":
-            llcs.add(rest.strip())
-    facts["llc-domains"] = len(llcs)
     return facts
 
 
