@@ -1,4 +1,4 @@
-"""idle_gating on LISA's Juno trace: each idle period attributed to the task switched out last before it."""
+"""idle_gating on LISA's Juno trace against a plain walk of the events (the patch's rule, in time order)."""
 
 import math
 
@@ -16,42 +16,63 @@ def juno():
     return lisa_trace(str(JUNO))
 
 
-def _reference_periods(trace) -> list[tuple[float, int, int, str]]:
-    """(entry time, cpu, state, last comm) by walking the events in time order, one CPU at a time."""
+def _reference_periods(trace, prefix: str) -> list[tuple[float, int, int, int, bool]]:
+    """(entry time, cpu, state, noted pid, gated) per idle period: a CPU notes the last marked task
+    it switches to idle from; a period is gated while that task was last seen on that CPU."""
     idle = trace.df_event("cpu_idle")
     switch = trace.df_event("sched_switch")
-    events = sorted([(t, 1, int(c), int(s), "") for t, c, s in zip(idle.index, idle["cpu_id"], idle["state"])]
-                    + [(t, 0, int(c), -1, str(comm)) for t, c, comm, nxt in
-                       zip(switch.index, switch["__cpu"], switch["prev_comm"], switch["next_pid"]) if int(nxt) == 0])
-    last: dict[int, str] = {}
+    events = sorted([(t, 1, int(c), int(s), None) for t, c, s in zip(idle.index, idle["cpu_id"], idle["state"])]
+                    + [(t, 0, int(c), -1, (int(pp), str(pc), int(np_), str(nc))) for t, c, pp, pc, np_, nc in
+                       zip(switch.index, switch["__cpu"], switch["prev_pid"], switch["prev_comm"],
+                           switch["next_pid"], switch["next_comm"])], key=lambda e: e[:2])
+    noted: dict[int, int] = {}
+    seen_on: dict[int, int] = {}
     out = []
-    for t, kind, cpu, state, comm in events:
+    for t, kind, cpu, state, sw in events:
         if kind == 0:
-            last[cpu] = comm
+            prev_pid, prev_comm, next_pid, next_comm = sw
+            if prev_comm.startswith(prefix):
+                seen_on[prev_pid] = cpu
+                if next_pid == 0:
+                    noted[cpu] = prev_pid
+            if next_comm.startswith(prefix):
+                seen_on[next_pid] = cpu
         elif state != IDLE_EXIT:
-            out.append((float(t), cpu, state, last.get(cpu, "")))
+            pid = noted.get(cpu, -1)
+            out.append((float(t), cpu, state, pid, pid >= 0 and seen_on.get(pid) == cpu))
     return out
 
 
-def test_periods_name_the_last_task_switched_to_idle(juno):
-    got = juno.ana.idle_gating.df_idle_periods()
-    want = _reference_periods(juno)
+@pytest.fixture(scope="module")
+def busiest(juno):
+    switch = juno.df_event("sched_switch")
+    to_idle = switch[switch["next_pid"] == 0]
+    return str(to_idle["prev_comm"].value_counts().index[0])
+
+
+def test_periods_follow_the_patch_rule(juno, busiest):
+    got = juno.ana.idle_gating.df_idle_periods(busiest)
+    want = _reference_periods(juno, busiest)
     assert len(got) == len(want) > 100
-    got_rows = sorted((float(t), int(r.cpu), int(r.state), r.last_comm) for t, r in zip(got.index, got.itertuples()))
-    assert got_rows == sorted(want)
-    assert sum(1 for *_, comm in want if comm) > 0.5 * len(want)
+    rows = sorted((float(t), int(r.cpu), int(r.state), int(r.marked_pid), bool(r.marked))
+                  for t, r in zip(got.index, got.itertuples()))
+    assert rows == sorted(want)
+    gated = sum(g for *_, g in want)
+    noted = sum(pid >= 0 for *_, pid, _ in want)
+    assert 0 < gated < noted  # the marked task moved away from some CPUs that had noted it
 
 
-def test_residency_splits_marked_from_other_periods(juno):
-    periods = juno.ana.idle_gating.df_idle_periods()
-    comm = periods["last_comm"].value_counts().index[0]
-    residency = juno.ana.idle_gating.df_state_residency(comm)
-    marked = periods[periods["last_comm"].str.startswith(comm)]
+def test_residency_splits_marked_from_other_periods(juno, busiest):
+    ana = juno.ana.idle_gating
+    periods = ana.df_idle_periods(busiest)
+    residency = ana.df_state_residency(busiest)
+    marked = periods[periods["marked"]]
     assert residency.loc[True, "periods"].sum() == len(marked)
     assert residency["periods"].sum() == len(periods)
     assert math.isclose(residency.loc[True, "time_s"].sum(), marked["duration"].sum())
     for flag in (True, False):
         assert math.isclose(residency.loc[flag, "time_pct"].sum(), 100.0)
+    assert ana.summary(marked=busiest)["marked"] == [busiest]
 
 
 def test_prefixes():

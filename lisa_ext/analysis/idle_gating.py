@@ -8,10 +8,11 @@ then shows ``cpu_idle`` with state 0 only. A task is marked when its comm starts
 prefixes written to ``/sys/module/idle_gating/parameters/comm`` (6.12 has no latency_nice).
 
 Each idle period (``cpu_idle`` entry to exit, from :meth:`IdleMissAnalysis.df_idle_periods`) is
-attributed to the task that the CPU switched away from last before it (``sched_switch`` to the
-idle task, include/trace/events/sched.h): a *marked* period follows a marked task. With gating,
-marked periods stay in state 0 while the others still reach the deep states; without it, both
-kinds use every state the governor picks.
+checked against that condition from the trace (include/trace/events/sched.h): the last marked
+task switched to idle from on this CPU, and where that task was last seen (switched in or out,
+or woken with ``sched_wakeup``'s ``target_cpu``, standing in for ``task_cpu()``). A *marked*
+period is one the patch gates. With gating, marked periods stay in state 0 while the others still
+reach the deep states; without it, both kinds use every state the governor picks.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
-from lisa_ext.analysis._frames import event_times, int_column
+from lisa_ext.analysis._frames import event_times, has_event, int_column
 from lisa_ext.analysis.base import StudyAnalysis, records
 
 _trace = compat.import_lisa("lisa.trace")
@@ -47,6 +48,13 @@ def parse_prefixes(comm: str | tuple[str, ...] | list[str] | None) -> tuple[str,
     return tuple(p.strip() for p in items if p.strip())
 
 
+def _startswith(comms: np.ndarray, prefixes: tuple[str, ...]) -> np.ndarray:
+    """Which of ``comms`` start with one of ``prefixes``."""
+    strings = comms.astype(str)
+    return np.logical_or.reduce([np.char.startswith(strings, p) for p in prefixes] +
+                                [np.zeros(len(strings), dtype=bool)])
+
+
 class IdleGatingAnalysis(StudyAnalysis):
     """Idle-state residency of the CPUs after marked (latency-sensitive) tasks vs the others.
 
@@ -67,34 +75,45 @@ class IdleGatingAnalysis(StudyAnalysis):
 
     @StudyAnalysis.cache
     @requires_events(*EVENTS)
-    def df_idle_periods(self) -> pd.DataFrame:
+    def df_idle_periods(self, comm: str | tuple[str, ...] | None = None) -> pd.DataFrame:
         """One row per idle period, indexed by entry time (s): the columns of
         :meth:`IdleMissAnalysis.df_idle_periods` (``cpu``, ``state``, ``duration``) plus
-        ``last_comm`` and ``last_pid``, the task the CPU switched to idle from last
-        (empty / -1 when the trace has no such switch before the period)."""
-        periods = self.trace.ana.idle_miss.df_idle_periods().reset_index()
-        switch = self.trace.df_event("sched_switch")
-        to_idle = int_column(switch, "next_pid") == 0
-        last = pd.DataFrame({
-            "Time": event_times(switch)[to_idle],
-            "cpu": int_column(switch, "__cpu")[to_idle],
-            "last_comm": switch["prev_comm"].astype(str).to_numpy()[to_idle],
-            "last_pid": int_column(switch, "prev_pid")[to_idle],
-        }).sort_values("Time", kind="stable")
-        periods = periods.sort_values("Time", kind="stable")
-        out = pd.merge_asof(periods, last, on="Time", by="cpu", direction="backward")
-        out["last_comm"] = out["last_comm"].fillna("")
-        out["last_pid"] = out["last_pid"].fillna(-1).astype(np.int64)
-        return out.set_index("Time")
 
-    @df_idle_periods.used_events
-    def df_marked_idle_periods(self, comm: str | tuple[str, ...] | None = None) -> pd.DataFrame:
-        """:meth:`df_idle_periods` plus ``marked``: the last task's comm starts with one
-        of the ``comm`` prefixes (comma-separated; default :data:`DEFAULT_PREFIXES`)."""
+        * ``marked_pid`` / ``marked_comm``: the last task marked by ``comm`` (comma-separated
+          prefixes, default :data:`DEFAULT_PREFIXES`) that this CPU switched to idle from
+          (-1 / "" when none yet): the patch's per-CPU ``idle_gating_pid``;
+        * ``marked``: that task still belongs to this CPU (its latest switch in or out, or
+          ``sched_wakeup`` target, was on this CPU): the periods the patch gates.
+        """
         prefixes = parse_prefixes(comm)
-        df = self.df_idle_periods().copy()
-        df["marked"] = df["last_comm"].str.startswith(prefixes) if prefixes else False
-        return df
+        periods = self.trace.ana.idle_miss.df_idle_periods().reset_index().sort_values("Time", kind="stable")
+        switch = self.trace.df_event("sched_switch")
+        time, cpu = event_times(switch), int_column(switch, "__cpu")
+        prev_pid, next_pid = int_column(switch, "prev_pid"), int_column(switch, "next_pid")
+        prev_comm = switch["prev_comm"].astype(str).to_numpy()
+        prev_marked = _startswith(prev_comm, prefixes)
+        next_marked = _startswith(switch["next_comm"].astype(str).to_numpy(), prefixes)
+        notes = prev_marked & (next_pid == 0)
+        noted = pd.DataFrame({"Time": time[notes], "cpu": cpu[notes], "marked_pid": prev_pid[notes],
+                              "marked_comm": prev_comm[notes]})
+        out = pd.merge_asof(periods, noted, on="Time", by="cpu", direction="backward")
+        out["marked_pid"] = out["marked_pid"].fillna(-1).astype(np.int64)
+        out["marked_comm"] = out["marked_comm"].fillna("")
+        seen = [pd.DataFrame({"Time": time[prev_marked], "marked_pid": prev_pid[prev_marked],
+                              "task_cpu": cpu[prev_marked]}),
+                pd.DataFrame({"Time": time[next_marked], "marked_pid": next_pid[next_marked],
+                              "task_cpu": cpu[next_marked]})]
+        if has_event(self.trace, "sched_wakeup"):
+            wake = self.trace.df_event("sched_wakeup")
+            woken = _startswith(wake["comm"].astype(str).to_numpy(), prefixes)
+            seen.append(pd.DataFrame({"Time": event_times(wake)[woken],
+                                      "marked_pid": int_column(wake, "pid")[woken],
+                                      "task_cpu": int_column(wake, "target_cpu")[woken]}))
+        where = pd.concat(seen, ignore_index=True).sort_values("Time", kind="stable")
+        where["marked_pid"] = where["marked_pid"].astype(np.int64)
+        out = pd.merge_asof(out, where, on="Time", by="marked_pid", direction="backward")
+        out["marked"] = (out["marked_pid"] >= 0) & (out["task_cpu"] == out["cpu"])
+        return out.drop(columns="task_cpu").set_index("Time")
 
     @df_idle_periods.used_events
     def df_state_residency(self, comm: str | tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -104,7 +123,7 @@ class IdleGatingAnalysis(StudyAnalysis):
         ``time_s`` (summed durations of the periods that ended in the trace) and
         ``time_pct`` (share of that group's idle time, %).
         """
-        df = self.df_marked_idle_periods(comm)
+        df = self.df_idle_periods(comm)
         grouped = df.groupby(["marked", "state"]).agg(periods=("duration", "size"),
                                                       time_s=("duration", "sum"))
         totals = grouped["time_s"].groupby(level="marked").transform("sum")
@@ -114,9 +133,14 @@ class IdleGatingAnalysis(StudyAnalysis):
 
     @df_idle_periods.used_events
     def summary(self, marked: str | None = None, **options: Any) -> dict[str, Any]:
-        """The marked comm prefixes and :meth:`df_state_residency` as records."""
+        """The marked comm prefixes and :meth:`df_state_residency` per group and state:
+        ``{"marked": [...], "residency": {"marked"|"other": {"<state>": {periods, time_s, time_pct}}}}``."""
+        df = self.df_state_residency(marked)
+        groups = {"marked": True, "other": False}
         return {"marked": list(parse_prefixes(marked)),
-                "residency": records(self.df_state_residency(marked).reset_index())}
+                "residency": {name: records(df.xs(flag, level="marked"), RESIDENCY_COLUMNS)
+                              if flag in df.index.get_level_values("marked") else {}
+                              for name, flag in groups.items()}}
 
     @df_idle_periods.used_events
     def summary_tables(self, marked: str | None = None, **options: Any) -> list[tuple[str, pd.DataFrame]]:
