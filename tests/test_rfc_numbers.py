@@ -81,7 +81,7 @@ def test_tables_keep_the_rfc_order_and_units():
     assert table.units()["latency avg. (ms)"] == "ms"
     assert [c.variant for c in table.columns if c.variant] == ["baseline", "idle-set-d10", "gating"]
     fio = load_rfc_numbers("iowait-boost").table("fio-rk3399")
-    assert fio.row_variants == ("baseline", "no-iowait-boost", "baseline-teo", "no-iowait-boost-teo")
+    assert fio.row_variants == ("menu-boost", "menu-noboost", "teo-boost", "teo-noboost")
 
 
 def test_bad_file_names_field(tmp_path):

@@ -35,7 +35,7 @@ from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
 
-__all__ = ["ReportOptions", "build_report", "TABLE_FILES"]
+__all__ = ["ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
 
 #: format -> file name under report/
 TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
@@ -278,6 +278,16 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
         for name in figure_names:
             w(f"![{name}](figures/{name}.png)\n")
     return out.getvalue()
+
+
+def campaign_metrics(campaign_dir: str | os.PathLike, *, traces: bool = True, use_cache: bool = True,
+                     scheduler: str | None = None) -> pd.DataFrame:
+    """The tidy metrics of a campaign's successful runs as the report tables them: the
+    runs' own plus, with ``traces``, the trace-derived ones (``trace <name>``, cached per
+    trace like the report's)."""
+    campaign = read_campaign(campaign_dir)
+    rows = _collect_traces(campaign, use_cache, scheduler).rows if traces else []
+    return metrics_frame(campaign, pd.DataFrame(rows) if rows else None)
 
 
 def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = None) -> Path:

@@ -1,0 +1,53 @@
+"""RFC 000, "cpufreq: cpuidle: Remove iowait behaviour": our numbers in its tables.
+
+The RFC (``../shared/rfcs/000_58751f302850aa96.txt``) compares menu and teo with
+schedutil's iowait boost on and off (kernel/sched/cpufreq_schedutil.c
+``sugov_iowait_boost``): fio psync 4k random-read IOPS, three runs per variant on an
+RK3399 and on an M1 Pro, and mmtests' pgbench (Hmean transactions per client count).
+Ours: the same fio job on the board (RK3399 idle states and OPPs emulated) with
+iteration *k* as the RFC's "run *k*", and pgbench's read-write script at the client
+counts the board's four vCPUs allow (1 and 4; the RFC's 7, 12 and 16 stay empty).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from lisa_ext.report.build import campaign_metrics
+from lisa_ext.studies.rfc import rows_from_metrics, variant_table
+from lisa_ext.rfc_numbers import load_rfc_numbers
+
+__all__ = ["FIO_WORKLOAD", "PGBENCH_WORKLOADS", "STUDY", "rfc_tables"]
+
+STUDY = "iowait-boost"
+FIO_WORKLOAD = "fio-psync-randread"
+#: RFC row ("Hmean <clients>") -> our pgbench workload
+PGBENCH_WORKLOADS = {"Hmean 1": "pgbench-rw-c1", "Hmean 4": "pgbench-rw-c4"}
+
+
+def _fio_runs(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The RFC's RK3399 table: one row per variant, IOPS of run 1, 2, 3 (our iterations 0, 1, 2)."""
+    table = load_rfc_numbers(STUDY).table("fio-rk3399")
+    iops = metrics[(metrics["workload"] == FIO_WORKLOAD) & (metrics["metric"] == "read_iops")]
+    out = pd.DataFrame(index=table.frame().index, columns=[c.name for c in table.columns], dtype="float64")
+    for label, variant in zip(out.index, table.row_variants):
+        runs = iops[iops["variant"] == variant].set_index("iteration")["value"]
+        for k, column in enumerate(out.columns):
+            if k in runs.index:
+                out.loc[label, column] = float(runs[k])
+    return out
+
+
+def _pgbench(metrics: pd.DataFrame) -> pd.DataFrame:
+    frames = [rows_from_metrics(metrics, {row: "tps"}, mean="hmean", workload=workload)
+              for row, workload in PGBENCH_WORKLOADS.items()]
+    values = pd.concat([f for f in frames if not f.empty]) if any(not f.empty for f in frames) else pd.DataFrame()
+    return variant_table(STUDY, "mmtests-pgbench", values)
+
+
+def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
+    """``{"fio-rk3399": ..., "mmtests-pgbench": ...}`` filled with ours."""
+    metrics = campaign_metrics(campaign_dir, traces=False)
+    return {"fio-rk3399": _fio_runs(metrics), "mmtests-pgbench": _pgbench(metrics)}

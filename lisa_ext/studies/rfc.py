@@ -1,0 +1,167 @@
+"""An RFC's published table beside ours, in its shape, and whether the direction agrees.
+
+The RFC's numbers come from ``notebooks/rfc-numbers/<study>.yml``
+(:mod:`lisa_ext.rfc_numbers`); ours from a study module's ``rfc_tables()``: a frame
+with the RFC table's row labels as index and its column names as columns. The
+result keeps the RFC's rows and columns in its order and puts, under each of its
+columns, the RFC's value and ours, so a reader compares cell by cell; the caption
+says whose hardware each side is.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from lisa_ext.campaign.store import read_campaign
+from lisa_ext.errors import UserError
+from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers
+from lisa_ext.stats import MeanKind, mean_of
+
+__all__ = ["EMPTY_CELL", "beside_rfc", "campaign_platform", "direction", "rows_from_metrics", "show_beside_rfc", "variant_table"]
+
+#: how a cell neither side has prints: never "nan" or "n/a<unit>"
+EMPTY_CELL = "–"
+
+#: target config names of the platforms we know, as a cover letter names them
+_PLATFORM_NAMES = {
+    "vboard": "virtual board (QEMU TCG, emulated idle states and OPPs)",
+    "local-host": "this host",
+}
+
+
+def campaign_platform(campaign_dir: str | os.PathLike) -> str:
+    """The platform a campaign ran on, as a table caption names it (from its runs' provenance)."""
+    names = {str((run.meta.get("platform") or {}).get("name") or "")
+             for run in read_campaign(Path(campaign_dir)).ok_runs}
+    names.discard("")
+    if not names:
+        return "this platform"
+    return " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
+
+
+def _check_shape(table: RfcTable, ours: pd.DataFrame, where: str) -> pd.DataFrame:
+    rfc = table.frame()
+    extra_rows = [r for r in ours.index if r not in rfc.index]
+    extra_cols = [c for c in ours.columns if c not in rfc.columns]
+    if extra_rows or extra_cols:
+        raise UserError(f"{where}: our table has rows {extra_rows} / columns {extra_cols} that the RFC's "
+                        f"table {table.id!r} does not; its rows: {list(rfc.index)}, columns: {list(rfc.columns)}")
+    return ours.reindex(index=rfc.index, columns=rfc.columns).astype("float64")
+
+
+def rows_from_metrics(metrics: pd.DataFrame, rows: dict[str, str], mean: MeanKind = "amean",
+                      workload: str | None = None) -> pd.DataFrame:
+    """RFC row label -> our metric, averaged over iterations (``mean``) per variant:
+    index = the row labels, columns = variants (in the table's order). Rows whose
+    metric no run reported are left out (their cells stay empty)."""
+    if workload is not None:
+        metrics = metrics[metrics["workload"] == workload]
+    variants = list(dict.fromkeys(metrics["variant"]))
+    out = pd.DataFrame(index=list(rows), columns=variants, dtype="float64")
+    for label, metric in rows.items():
+        for variant, group in metrics[metrics["metric"] == metric].groupby("variant", sort=False):
+            out.loc[label, variant] = mean_of(group["value"], mean)
+    return out.dropna(how="all")
+
+
+def variant_table(study: str, table_id: str, values: pd.DataFrame) -> pd.DataFrame:
+    """Our numbers in the shape of an RFC table with one column per variant.
+
+    ``values``: index = the RFC's row labels (missing rows stay empty), columns = our
+    variant names. Each RFC column naming a variant (``variant:`` in the numbers file)
+    takes that variant's values; a percentage column right after it (unit ``%``, no
+    variant: "menu (%)", "idle-set -D 10 vs Baseline (%)") takes that variant's change
+    against the table's first variant column, as the RFCs print them.
+    """
+    table = load_rfc_numbers(study).table(table_id)
+    out = pd.DataFrame(index=table.frame().index, columns=[c.name for c in table.columns], dtype="float64")
+    rows = [r for r in values.index if r in out.index]
+    first = next((c.variant for c in table.columns if c.variant), None)
+    previous, seen = None, set()
+    for col in table.columns:
+        if col.variant is not None:
+            # a repeated column (the RFC's second run of its baseline, showing its error margin)
+            # stays empty: copying our first one would fake that margin
+            previous = col.variant if col.variant not in seen else None
+            seen.add(col.variant)
+            if previous in values.columns:
+                out.loc[rows, col.name] = values.loc[rows, col.variant].astype("float64")
+        elif col.unit == "%" and previous in values.columns and first in values.columns:
+            base = values.loc[rows, first].astype("float64")
+            out.loc[rows, col.name] = 100.0 * (values.loc[rows, previous].astype("float64") - base) / base.abs()
+    return out
+
+
+def _header(column: str, unit: str | None) -> str:
+    return column if not unit or unit in column or column.endswith("(%)") else f"{column} [{unit}]"
+
+
+def beside_rfc(study: str, table_id: str, ours: pd.DataFrame) -> pd.DataFrame:
+    """The RFC table ``table_id`` of ``study`` with ours beside it.
+
+    Columns: a two-level index (the RFC's column with its unit, ``"RFC"`` / ``"ours"``),
+    rows: the RFC's. Cells ours cannot fill are NaN (shown as :data:`EMPTY_CELL`).
+    """
+    table = load_rfc_numbers(study).table(table_id)
+    ours = _check_shape(table, ours, f"{study}/{table_id}")
+    rfc = table.frame()
+    pieces = {}
+    for col in table.columns:
+        header = _header(col.name, col.unit)
+        pieces[(header, "RFC")] = rfc[col.name]
+        pieces[(header, "ours")] = ours[col.name]
+    out = pd.DataFrame(pieces)
+    out.columns = pd.MultiIndex.from_tuples(out.columns, names=[table.row_header or None, None])
+    return out
+
+
+def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str):
+    """:func:`beside_rfc` styled for a notebook: the RFC's title and both platforms in the
+    caption, empty cells as :data:`EMPTY_CELL`, three significant digits."""
+    numbers = load_rfc_numbers(study)
+    table = numbers.table(table_id)
+    frame = beside_rfc(study, table_id, ours)
+    caption = (f"{table.title} — RFC: {table.hardware or numbers.hardware}; "
+               f"ours: {platform}")
+    return frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption)
+
+
+def _cell(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return EMPTY_CELL
+    if value == 0 or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _change(values: pd.Series, baseline: str, column: str) -> float:
+    base, new = values.get(baseline), values.get(column)
+    if base is None or new is None or pd.isna(base) or pd.isna(new) or base == 0:
+        return math.nan
+    return 100.0 * (new - base) / abs(base)
+
+
+def direction(study: str, table_id: str, ours: pd.DataFrame, row: str, baseline: str, column: str,
+              *, tolerance_pct: float = 1.0) -> str:
+    """One sentence: does ``row`` change from column ``baseline`` to ``column`` the same way
+    in our table as in the RFC's? Changes within ``tolerance_pct`` count as no change."""
+    table = load_rfc_numbers(study).table(table_id)
+    ours = _check_shape(table, ours, f"{study}/{table_id}")
+    rfc = table.frame()
+    if row not in rfc.index:
+        raise UserError(f"{study}/{table_id}: no row {row!r}; rows: {list(rfc.index)}")
+    theirs_pct = _change(rfc.loc[row], baseline, column)
+    ours_pct = _change(ours.loc[row], baseline, column)
+    what = f"{row}, {column} vs {baseline}"
+    if math.isnan(ours_pct) or math.isnan(theirs_pct):
+        return f"{what}: no comparison (a cell is empty on one side)."
+
+    def sign(pct: float) -> int:
+        return 0 if abs(pct) <= tolerance_pct else (1 if pct > 0 else -1)
+
+    verdict = "agrees" if sign(ours_pct) == sign(theirs_pct) else "does not agree"
+    return f"{what}: RFC {theirs_pct:+.1f} %, ours {ours_pct:+.1f} % — the direction {verdict}."
