@@ -111,7 +111,7 @@ def df_idle_residency(campaign_dir: str | os.PathLike, comm: str = ",".join(DEFA
 
 
 def plot_idle_residency(residency: pd.DataFrame, workload: str, state_names: dict[int, str] | None = None) -> Any:
-    """Two stacked-bar panels (after marked tasks | after the others): % of idle time per
+    """Two stacked-bar panels (after marked tasks, above the others): % of idle time per
     state and variant, for one workload of :func:`df_idle_residency`."""
     df = residency[residency["workload"] == workload].copy()
     if df.empty:
@@ -122,7 +122,7 @@ def plot_idle_residency(residency: pd.DataFrame, workload: str, state_names: dic
     panels = [residency_figure(df[df["after"] == after][["variant", "state", "pct"]],
                                f"{workload}: idle after {label}", "idle state")
               for after, label in (("marked", "marked tasks"), ("other", "other tasks"))]
-    return panels[0] + panels[1]
+    return (panels[0] + panels[1]).cols(1)
 
 
 def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: str | os.PathLike,
