@@ -18,21 +18,22 @@ def juno():
 
 def _reference_periods(trace, prefix: str) -> list[tuple[float, int, int, int, bool]]:
     """(entry time, cpu, state, noted pid, gated) per idle period: a CPU notes the last marked task
-    it switches to idle from; a period is gated while that task was last seen on that CPU."""
+    it switches to idle from; a period is gated while that task was last seen on that CPU, alive."""
     idle = trace.df_event("cpu_idle")
     switch = trace.df_event("sched_switch")
     events = sorted([(t, 1, int(c), int(s), None) for t, c, s in zip(idle.index, idle["cpu_id"], idle["state"])]
-                    + [(t, 0, int(c), -1, (int(pp), str(pc), int(np_), str(nc))) for t, c, pp, pc, np_, nc in
+                    + [(t, 0, int(c), -1, (int(pp), str(pc), int(np_), str(nc), int(ps)))
+                       for t, c, pp, pc, np_, nc, ps in
                        zip(switch.index, switch["__cpu"], switch["prev_pid"], switch["prev_comm"],
-                           switch["next_pid"], switch["next_comm"])], key=lambda e: e[:2])
+                           switch["next_pid"], switch["next_comm"], switch["prev_state"])], key=lambda e: e[:2])
     noted: dict[int, int] = {}
     seen_on: dict[int, int] = {}
     out = []
     for t, kind, cpu, state, sw in events:
         if kind == 0:
-            prev_pid, prev_comm, next_pid, next_comm = sw
+            prev_pid, prev_comm, next_pid, next_comm, prev_state = sw
             if prev_comm.startswith(prefix):
-                seen_on[prev_pid] = cpu
+                seen_on[prev_pid] = -1 if prev_state & 0x30 else cpu  # exited: on no CPU
                 if next_pid == 0:
                     noted[cpu] = prev_pid
             if next_comm.startswith(prefix):

@@ -36,6 +36,9 @@ __all__ = ["DEFAULT_PREFIXES", "IdleGatingAnalysis", "RESIDENCY_COLUMNS", "parse
 #: The comm prefixes the idle-gating study marks (kernels/idle-gating/gating.yml).
 DEFAULT_PREFIXES = ("schbench", "postgres", "pgbench")
 
+#: ``prev_state`` bits of a task's last switch-out (EXIT_DEAD | EXIT_ZOMBIE, include/linux/sched.h)
+_EXIT_STATES = 0x10 | 0x20
+
 #: Columns of :meth:`IdleGatingAnalysis.df_state_residency` (index: ``marked``, ``state``).
 RESIDENCY_COLUMNS = ("periods", "time_s", "time_pct")
 
@@ -83,7 +86,8 @@ class IdleGatingAnalysis(StudyAnalysis):
           prefixes, default :data:`DEFAULT_PREFIXES`) that this CPU switched to idle from
           (-1 / "" when none yet): the patch's per-CPU ``idle_gating_pid``;
         * ``marked``: that task still belongs to this CPU (its latest switch in or out, or
-          ``sched_wakeup`` target, was on this CPU): the periods the patch gates.
+          ``sched_wakeup`` target, was on this CPU, and it has not exited): the periods the
+          patch gates.
         """
         prefixes = parse_prefixes(comm)
         periods = self.trace.ana.idle_miss.df_idle_periods().reset_index().sort_values("Time", kind="stable")
@@ -99,8 +103,11 @@ class IdleGatingAnalysis(StudyAnalysis):
         out = pd.merge_asof(periods, noted, on="Time", by="cpu", direction="backward")
         out["marked_pid"] = out["marked_pid"].fillna(-1).astype(np.int64)
         out["marked_comm"] = out["marked_comm"].fillna("")
+        # the last switch-out of an exiting task (EXIT_DEAD / EXIT_ZOMBIE in prev_state): it
+        # belongs to no CPU any more, as PF_EXITING stops the patch's gating
+        exited = (int_column(switch, "prev_state") & _EXIT_STATES) != 0
         seen = [pd.DataFrame({"Time": time[prev_marked], "marked_pid": prev_pid[prev_marked],
-                              "task_cpu": cpu[prev_marked]}),
+                              "task_cpu": np.where(exited, -1, cpu)[prev_marked]}),
                 pd.DataFrame({"Time": time[next_marked], "marked_pid": next_pid[next_marked],
                               "task_cpu": cpu[next_marked]})]
         if has_event(self.trace, "sched_wakeup"):
