@@ -30,18 +30,20 @@ from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
+from lisa_ext.stats import compare
 from lisa_ext.study import execute_notebook
 from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["register", "preflight", "run_quickstart", "campaign_overview", "per_run_table", "workloads",
-           "variant_summary", "plot_key_metrics", "KEY_METRICS"]
+__all__ = ["KEY_METRICS", "campaign_overview", "per_run_table", "plot_key_metrics", "preflight", "register",
+           "run_quickstart", "significance", "variant_summary", "workloads"]
 
 TRACEFS = "/sys/kernel/tracing"
 
-#: metrics of the quickstart workloads shown in the summary and the figure
-KEY_METRICS = ("read_iops", "read_clat_mean", "read_clat_p99", "medium_perf_index_mean",
-               "small_perf_index_mean", "medium_wu_lat_mean")
+#: metrics of the quickstart workloads shown in the summary and the figure (those a campaign has):
+#: fio's, the latency-sensitive rt-app task's of the quickstart ("tick") and of older campaigns
+KEY_METRICS = ("read_iops", "read_clat_mean", "read_clat_p99", "tick_wu_lat_mean", "tick_wu_lat_p99",
+               "tick_slack_p5", "medium_perf_index_mean", "small_perf_index_mean", "medium_wu_lat_mean")
 
 
 # -- preflight ------------------------------------------------------------------
@@ -122,6 +124,16 @@ def variant_summary(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
     g = df.groupby(["workload", "metric", "unit", "lower_is_better", "variant"], sort=False)["value"]
     out = g.agg(["count", "median", "min", "max"]).reset_index()
     return out.round(3)
+
+
+def significance(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
+    """The key metrics of each variant against the first, with Welch's t test (``lisa-ext
+    compare``'s statistics): mean, % change, p-value and whether it is significant at 5 %."""
+    df = metrics_table(campaign_dir)
+    cmp = compare(df[df["metric"].isin(metrics)], baseline=list(dict.fromkeys(df["variant"]))[0])
+    cmp = cmp[~cmp["is_baseline"]]
+    return cmp[["workload", "metric", "unit", "variant", "n", "mean", "baseline_mean", "pct_change",
+                "p_value", "significant"]].round(4).reset_index(drop=True)
 
 
 def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):

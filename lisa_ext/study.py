@@ -200,6 +200,20 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
                     f"workload={workload} iteration={iteration}")
 
 
+def _local_kernel_manager() -> type:
+    """A kernel manager talking to its kernel over unix sockets: the kernel runs beside us, and
+    over TCP (jupyter_client's default) ipykernel warns on every run that it is unencrypted."""
+    # deferred: see the note under __all__
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LocalKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.transport = "ipc"
+
+    return LocalKernelManager
+
+
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
     # deferred: see the note under __all__
@@ -210,7 +224,8 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any])
     executed = out_html.with_suffix(".ipynb")
     papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
                                kernel_name="python3", cwd=str(output_dir()),
-                               progress_bar=False, log_output=False)
+                               progress_bar=False, log_output=False,
+                               kernel_manager_class=_local_kernel_manager())
     return export_notebook(nbformat.read(executed, as_version=4), out_html)
 
 

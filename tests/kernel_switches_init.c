@@ -134,7 +134,9 @@ int main(void)
 	knob(TRACING "/events/power/cpu_idle/filter", "cpu_id == 2");
 	knob(TRACING "/events/sched/sched_switch/filter",
 	     "prev_comm == \"bursty\" || next_comm == \"bursty\" || "
-	     "prev_comm == \"latsens\" || next_comm == \"latsens\"");
+	     "prev_comm == \"latsens\" || next_comm == \"latsens\" || "
+	     /* CPU 1 leaving idle: ondemand's kworker often runs before the woken task */
+	     "(prev_pid == 0 && CPU == 1)");
 	knob(TRACING "/events/power/cpu_frequency/enable", "1");
 	knob(TRACING "/events/power/cpu_idle/enable", "1");
 	knob(TRACING "/events/sched/sched_switch/enable", "1");

@@ -100,3 +100,18 @@ def test_campaign_refuses_a_platform_lacking_what_it_requires(tmp_path):
     assert proc.returncode != 0
     assert "cannot run on local.yml: needs at least 2 last-level caches, the target has 1" in proc.stderr
     assert not list(out.glob("runs/*/*"))
+
+
+def test_android_section_replaces_the_study_on_a_phone(tmp_path):
+    from campaign_helpers import REPO
+
+    phone = REPO / "target-configs" / "android-phone.example.yml"
+    spec = load_spec(REPO / "notebooks" / "teo-util.yml", target=phone, check_files=False)
+    assert spec.energy == "pixel6" and {w.kind for w in spec.workloads} == {"wa"}
+    assert [v.name for v in spec.variants] == ["menu", "teo", "teo-util"]
+    assert all(v.kernel is None for v in spec.variants)
+    board = load_spec(REPO / "notebooks" / "teo-util.yml")
+    assert board.energy == "hwmon" and all(v.kernel is not None for v in board.variants)
+    bad = write_spec(tmp_path / "s.yml", SPEC + "android: {name: other}\n")
+    with pytest.raises(SpecError, match=r"android\.name.*cannot be replaced for Android"):
+        load_spec(bad, target=phone)

@@ -8,7 +8,8 @@ the console and is analysed here:
 
 - ondemand: after each wake-up from a 60 ms sleep, how long CPU 1's policy runs
   below the frequency it had when the task went to sleep (the RFC's "frequency
-  drops for ~one sampling period after each wake-up"), per setting;
+  drops for ~one sampling period after each wake-up"), per setting, computed by
+  the study's own analysis (lisa_ext.analysis.wakeup_frequency) from the console trace;
 - gating: the cpuidle states CPU 2 enters while the marked task belongs to it.
 
 One boot, ~1 minute with the kernel built.
@@ -22,9 +23,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_kernel_emulation import _require, boot
 
+from lisa_ext.analysis.wakeup_frequency import wakeups_from_idle
 from lisa_ext.kernel.build import build_variant
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,29 +64,31 @@ def marker_time(events: list[Event], text: str) -> float:
     return next(e.ts for e in events if e.event == "tracing_mark_write" and e.body == text)
 
 
+#: sched_switch's printed prev_state as its integer (include/trace/events/sched.h)
+STATE_BITS = {"R": 0, "S": 1, "D": 2, "R+": 0x100}
+
+
 def time_below_after_wakeups(events: list[Event], phase: str, window: float = 0.030) -> list[float]:
-    """For each wake-up of "bursty" after a sleep of 40 ms or more in ``phase``: the time
-    within ``window`` after it during which CPU 1 ran below the frequency it had when
-    the task went to sleep."""
+    """For each wake-up from idle of "bursty" after a sleep of 40 ms or more in ``phase``:
+    the time within ``window`` after it (and before it sleeps again) during which its CPU
+    ran below the frequency it had when the task went to sleep
+    (:func:`lisa_ext.analysis.wakeup_frequency.wakeups_from_idle`, as ``trace.ana.wakeup_frequency``)."""
     start, end = marker_time(events, f"PHASE {phase}"), marker_time(events, f"END {phase}")
-    freq = [(e.ts, int(e.fields["state"])) for e in events if e.event == "cpu_frequency"]
-
-    def freq_at(t: float) -> int:
-        return [f for ts, f in freq if ts <= t][-1]
-
-    below, sleep_at = [], None
-    for e in events:
-        if e.event != "sched_switch" or not start <= e.ts <= end:
-            continue
-        if e.fields.get("prev_comm") == "bursty" and e.fields.get("prev_state") == "S":
-            sleep_at = e.ts
-        elif e.fields.get("next_comm") == "bursty" and sleep_at is not None and e.ts - sleep_at >= 0.040:
-            level = freq_at(sleep_at)
-            wake = e.ts
-            points = [wake] + [ts for ts, _ in freq if wake < ts < wake + window] + [wake + window]
-            below.append(sum(b - a for a, b in zip(points, points[1:]) if freq_at(a) < level))
-            sleep_at = None
-    return below
+    switches = [e for e in events if e.event == "sched_switch" and start <= e.ts <= end]
+    freq = [e for e in events if e.event == "cpu_frequency"]
+    switch_df = pd.DataFrame({
+        "__cpu": [e.cpu for e in switches],
+        "prev_comm": [e.fields["prev_comm"] for e in switches],
+        "prev_pid": [int(e.fields["prev_pid"]) for e in switches],
+        "prev_state": [STATE_BITS.get(e.fields["prev_state"], 0x80) for e in switches],
+        "next_comm": [e.fields["next_comm"] for e in switches],
+        "next_pid": [int(e.fields["next_pid"]) for e in switches],
+    }, index=pd.Index([e.ts for e in switches], name="Time"))
+    freq_df = pd.DataFrame({"cpu_id": [int(e.fields["cpu_id"]) for e in freq],
+                            "state": [int(e.fields["state"]) for e in freq]},
+                           index=pd.Index([e.ts for e in freq], name="Time"))
+    wakeups = wakeups_from_idle(switch_df, freq_df, "bursty", window_s=window, min_sleep_s=0.040)
+    return wakeups["time_below_s"].tolist()
 
 
 def idle_entries(events: list[Event], start: float, end: float) -> dict[int, int]:

@@ -34,8 +34,9 @@ def test_every_kind_is_registered():
     ("    kind: schbench\n    runtime: 5\n", "workloads[0].runtime", "unknown key; allowed here: name, kind, runtime-s"),
     ("    kind: schbench\n    message-threads: 2\n", "workloads[0].runtime-s", "missing required key"),
     ("    kind: schbench\n    runtime-s: 0\n", "workloads[0].runtime-s", "must be a positive integer"),
-    ("    kind: ebizzy\n    duration-s: 5\n    target-util-pct: 20\n    sleep-us: 100\n",
-     "workloads[0].sleep-us", "not allowed with target-util-pct"),
+    ("    kind: ebizzy\n    duration-s: 5\n    target-util-pct: 20\n    sleep-after-records: 100\n",
+     "workloads[0].sleep-after-records", "not allowed with target-util-pct"),
+    ("    kind: ebizzy\n    duration-s: 5\n    sleep-us: 0\n", "workloads[0].sleep-us", "must be positive"),
     ("    kind: ebizzy\n    duration-s: 5\n    target-util-pct: 100\n", "workloads[0].target-util-pct",
      "must be in (0, 100)"),
     ("    kind: pgbench\n    duration-s: 5\n    server-settings: {port: 5433}\n", "workloads[0].server-settings",
@@ -49,6 +50,14 @@ def test_every_kind_is_registered():
      "workloads[0].dm-crypt.backing", "missing required key"),
     ("    kind: fio\n    options: {rw: read, filename: /tmp/x}\n    dm-crypt: {backing: loop}\n",
      "workloads[0].options.filename", "not allowed with dm-crypt"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, policy: SCHED_RR, priority: 0}}\n",
+     "workloads[0].tasks.t.priority", "must be in 1..99 for SCHED_RR"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, priority: -21}}\n",
+     "workloads[0].tasks.t.priority", "must be in -20..19 for SCHED_OTHER"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, policy: RR}}\n",
+     "workloads[0].tasks.t.policy", "'RR' is not one of: SCHED_OTHER"),
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, cpus: [one]}}\n",
+     "workloads[0].tasks.t.cpus", "must be a list of CPU numbers"),
 ])
 def test_bad_workload_options(tmp_path, workload, key, message):
     with pytest.raises(SpecError) as err:
@@ -67,6 +76,11 @@ def test_commands_built_from_options(tmp_path):
     spec = _load(tmp_path, "    kind: ebizzy\n    duration-s: 10\n    cpu: 1\n    sleep-after-records: 50\n"
                            "    sleep-us: 1000\n")
     assert make_workload(spec.workloads[0]).command({}) == "taskset -c 1 ebizzy -t 1 -S 10 -a 50 -i 1000"
+    spec = _load(tmp_path, "    kind: ebizzy\n    duration-s: 10\n    cpu: 3\n    target-util-pct: 20\n"
+                           "    sleep-us: 100000\n    chunk-size: 65536\n")
+    state = {"ebizzy_calibration:20:cpu3:sleep100000us:chunk65536": {"sleep_after": 7, "sleep_us": 100000}}
+    assert make_workload(spec.workloads[0]).command(state) == \
+        "taskset -c 3 ebizzy -t 1 -S 10 -s 65536 -a 7 -i 100000"
     spec = _load(tmp_path, "    kind: fio\n    options: {rw: randrw}\n    dm-crypt: {backing: loop}\n")
     assert set(make_workload(spec.workloads[0]).TOOLS) >= {"fio", "dmsetup", "losetup"}
 

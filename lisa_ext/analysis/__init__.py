@@ -4,7 +4,8 @@ Importing this package defines the :class:`~lisa_ext.analysis.base.StudyAnalysis
 subclasses of :data:`ANALYSIS_CLASSES` (LISA registers a
 ``TraceAnalysisBase`` subclass by defining it), so every ``Trace`` built
 afterwards has ``trace.ana.idle_miss``, ``trace.ana.wakeup_latency``,
-``trace.ana.wq_placement``, ``trace.ana.iowait_boost``, ``trace.ana.energy`` and ``trace.ana.idle_gating``. The import hook
+``trace.ana.wq_placement``, ``trace.ana.iowait_boost``, ``trace.ana.wakeup_frequency``,
+``trace.ana.energy`` and ``trace.ana.idle_gating``. The import hook
 :mod:`lisa_ext.lisa_hook` imports this package when LISA builds its first
 ``trace.ana``, so nobody has to.
 
@@ -21,6 +22,7 @@ from lisa_ext.analysis.energy import EnergyAnalysis
 from lisa_ext.analysis.idle_gating import IdleGatingAnalysis
 from lisa_ext.analysis.idle_miss import IdleMissAnalysis
 from lisa_ext.analysis.iowait_boost import IowaitBoostAnalysis
+from lisa_ext.analysis.wakeup_frequency import WakeupFrequencyAnalysis
 from lisa_ext.analysis.wakeup_latency import WakeupLatencyAnalysis
 from lisa_ext.analysis.wq_placement import WqPlacementAnalysis
 from lisa_ext.errors import UserError
@@ -33,6 +35,7 @@ __all__ = [
     "IdleMissAnalysis",
     "IowaitBoostAnalysis",
     "StudyAnalysis",
+    "WakeupFrequencyAnalysis",
     "WakeupLatencyAnalysis",
     "WqPlacementAnalysis",
     "all_events",
@@ -46,6 +49,7 @@ ANALYSIS_CLASSES: tuple[type[StudyAnalysis], ...] = (
     IdleMissAnalysis,
     WqPlacementAnalysis,
     IowaitBoostAnalysis,
+    WakeupFrequencyAnalysis,
     EnergyAnalysis,
     IdleGatingAnalysis,
 )

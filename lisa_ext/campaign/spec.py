@@ -87,7 +87,12 @@ _TOP_SCHEMA = {
                      check=lambda v: None if v >= 0 else "must be 0 or more"),
     "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
+    "android": Field((dict,), "keys replacing the spec's when its target is an Android device: "
+                     + ", ".join(("variants", "workloads", "energy", "trace", "iterations", "requires"))),
 }
+
+#: what an ``android:`` section may replace: the rest (name, order, ...) is the study's, whatever the target
+_ANDROID_KEYS = ("variants", "workloads", "energy", "trace", "iterations", "requires")
 
 _SMOKE_SCHEMA = {
     "iterations": Field((int,), "iterations of a smoke run", check=positive),
@@ -222,6 +227,26 @@ def _apply_smoke(path: Path, doc: dict) -> dict:
     return doc
 
 
+def _target_kind(target: Path) -> str | None:
+    """The LISA ``kind`` a target config names (None when it cannot be read: checked later)."""
+    try:
+        conf = load_yaml(target, "target config")
+    except (OSError, SpecError):
+        return None
+    return ((conf or {}).get("target-conf") or {}).get("kind") if isinstance(conf, dict) else None
+
+
+def _apply_android(path: Path, doc: dict) -> dict:
+    """``doc`` with its ``android:`` keys in place of its own: one study, rerun on a phone by
+    switching the target config (the phone's benchmarks, meter and runtime switches)."""
+    android = doc.pop("android")
+    unknown = [k for k in android if k not in _ANDROID_KEYS]
+    if unknown:
+        raise SpecError(path, f"android.{unknown[0]}", f"cannot be replaced for Android; allowed: "
+                        f"{', '.join(_ANDROID_KEYS)}")
+    return {**doc, **android}
+
+
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
               target: str | os.PathLike | None = None) -> CampaignSpec:
     """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
@@ -239,6 +264,9 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
         top = check_mapping(path, doc, "", _TOP_SCHEMA)
     if target is not None:
         doc = dict(_plain(doc), target=str(Path(target).resolve()))
+        top = check_mapping(path, doc, "", _TOP_SCHEMA)
+    if "android" in top and _target_kind(_resolve(path, top["target"])) == "android":
+        doc = _apply_android(path, _plain(doc))
         top = check_mapping(path, doc, "", _TOP_SCHEMA)
 
     target = _resolve(path, top["target"])

@@ -206,6 +206,8 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
         first = block.iloc[0]
         ylabel = first["unit"] or metric
         runs = metrics[(metrics["workload"] == workload) & (metrics["metric"] == metric)]
+        if runs["value"].isna().all():
+            continue  # e.g. rt-app's perf index of a 100 % duty-cycle task: no budget, nothing to draw
         found.append(figs.FigureSpec(
             figs.figure_name(workload, metric), "metric_bars_figure",
             (block, f"{workload}: {first['mean_kind']} {metric}", ylabel,

@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 from importlib import metadata
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -35,7 +36,7 @@ import pandas as pd
 
 from lisa_ext import workbench
 
-__all__ = ["cache_root", "cached_frame", "code_digest", "digest", "file_digest", "library_versions",
+__all__ = ["TraceFindings", "cache_root", "cached_frame", "code_digest", "digest", "file_digest", "library_versions",
            "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
 
 #: bumped when the layout or the key recipe changes
@@ -144,11 +145,22 @@ def _findings_key(trace: Path) -> str:
                   library_versions("lisa-linux", "pandas", "numpy", "pyarrow"))
 
 
-def load_findings(trace: Path):
-    """The cached ``(TraceFindings, notes)`` of ``trace.dat``, or None."""
-    # deferred: report.traces imports the analyses and so LISA (seconds); only trace work needs it
-    from lisa_ext.report.traces import TraceFindings
+@dataclass
+class TraceFindings:
+    """What the report takes from one trace (:mod:`lisa_ext.report.traces` computes it).
 
+    Defined here, beside its cache, so that a report whose traces are all cached
+    never imports the analyses, hence LISA (seconds of imports).
+    """
+
+    #: (name, value, unit, lower_is_better)
+    metrics: list[tuple[str, float, str, bool]] = field(default_factory=list)
+    #: frame name -> data for figures
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def load_findings(trace: Path) -> tuple[TraceFindings, list[str]] | None:
+    """The cached ``(TraceFindings, notes)`` of ``trace.dat``, or None."""
     entry = cache_root() / "trace-findings" / _findings_key(trace)
     try:
         index = json.loads((entry / "findings.json").read_text())

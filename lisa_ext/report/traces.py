@@ -28,6 +28,7 @@ import pandas as pd
 
 from lisa_ext.analysis import ANALYSIS_CLASSES, StudyAnalysis, WakeupLatencyAnalysis
 from lisa_ext.analysis.base import missing_events
+from lisa_ext.report.cache import TraceFindings
 from lisa_ext.trace import load_trace
 
 __all__ = ["SOURCES", "TraceFindings", "TraceSource", "all_sources", "collect", "collect_file",
@@ -35,14 +36,6 @@ __all__ = ["SOURCES", "TraceFindings", "TraceSource", "all_sources", "collect", 
 
 #: the ``cpu_idle`` state meaning "exit", as a u32 and as LISA's signed -1
 _IDLE_EXIT = (4294967295, -1)
-
-
-@dataclass
-class TraceFindings:
-    #: (name, value, unit, lower_is_better)
-    metrics: list[tuple[str, float, str, bool]] = field(default_factory=list)
-    #: frame name -> data for figures
-    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,13 @@ the sleeping variant adds ``-a N`` (sleep after every N records) and ``-i USEC``
 task whose idle periods cpuidle governors predict. ebizzy prints
 ``N records/s`` and the process's ``real``/``user``/``sys`` seconds.
 
-``target-util-pct`` replaces ``-a``/``-i``: :func:`calibrate_sleep` measures
+``target-util-pct`` replaces ``-a``: :func:`calibrate_sleep` measures
 once per campaign, on the target and pinned as the runs will be, how many
 records/s one thread makes without sleeping, derives ``-a`` for a fixed
-``-i``, then checks and corrects it with one more measured run. Every run
+``-i`` (``sleep-us``, default :data:`CALIBRATION_SLEEP_US`), then checks and
+corrects it with measured runs. RFC 003's effect needs sleeps longer than two
+of ondemand's sampling periods (drivers/cpufreq/cpufreq_governor.c
+``dbs_update()``), hence a settable sleep. Every run
 reports the utilisation it achieved, ``(user + sys) / real / threads``, next
 to the one requested.
 
@@ -58,8 +61,10 @@ def achieved_util_pct(values: dict[str, float], threads: int) -> float:
 
 
 def ebizzy_command(threads: int, seconds: int, cpu: int | None, sleep_after: int | None,
-                   sleep_us: int | None) -> str:
+                   sleep_us: int | None, chunk_size: int | None = None) -> str:
     args = ["ebizzy", f"-t {int(threads)}", f"-S {int(seconds)}"]
+    if chunk_size:
+        args.append(f"-s {int(chunk_size)}")
     if sleep_after:
         args += [f"-a {int(sleep_after)}", f"-i {int(sleep_us or 1000)}"]
     pin = f"taskset -c {int(cpu)} " if cpu is not None else ""
@@ -71,7 +76,8 @@ def _measure(target, command: str) -> dict[str, float]:
     return parse_ebizzy(out)
 
 
-def calibrate_sleep(target, util_pct: float, cpu: int | None = None) -> dict:
+def calibrate_sleep(target, util_pct: float, cpu: int | None = None,
+                    sleep_us: int = CALIBRATION_SLEEP_US, chunk_size: int | None = None) -> dict:
     """``-a``/``-i`` giving one ebizzy thread ``util_pct`` % of a CPU on ``target``.
 
     Returns ``{"sleep_after": a, "sleep_us": i, "busy_records_per_s": .., "util_pct": achieved}``.
@@ -83,15 +89,15 @@ def calibrate_sleep(target, util_pct: float, cpu: int | None = None) -> dict:
     """
     if not 0 < util_pct < 100:
         raise ValueError(f"target utilisation must be in (0, 100), got {util_pct}")
-    busy = _measure(target, ebizzy_command(1, CALIBRATION_RUN_S, cpu, None, None))
+    busy = _measure(target, ebizzy_command(1, CALIBRATION_RUN_S, cpu, None, None, chunk_size))
     rate = busy["records_per_s"]
     if rate <= 0:
         raise WorkloadError("ebizzy calibration: the busy run made no record")
     u = util_pct / 100.0
-    sleep_s = CALIBRATION_SLEEP_US / 1e6
+    sleep_s = sleep_us / 1e6
     sleep_after = max(1, round(u * sleep_s * rate / (1 - u)))
     for round_ in range(CALIBRATION_ROUNDS + 1):
-        trial = _measure(target, ebizzy_command(1, CALIBRATION_RUN_S, cpu, sleep_after, CALIBRATION_SLEEP_US))
+        trial = _measure(target, ebizzy_command(1, CALIBRATION_RUN_S, cpu, sleep_after, sleep_us, chunk_size))
         got = achieved_util_pct(trial, 1)
         if (abs(got - util_pct) <= CALIBRATION_TOLERANCE_PCT or round_ == CALIBRATION_ROUNDS
                 or not 0 < got < 100 or trial["records_per_s"] <= 0):
@@ -101,7 +107,7 @@ def calibrate_sleep(target, util_pct: float, cpu: int | None = None) -> dict:
         per_record = (got / 100.0) / trial["records_per_s"]
         idle_per_cycle = (1 - got / 100.0) * sleep_after / trial["records_per_s"]
         sleep_after = max(1, round(u * idle_per_cycle / (per_record * (1 - u))))
-    return {"sleep_after": sleep_after, "sleep_us": CALIBRATION_SLEEP_US,
+    return {"sleep_after": sleep_after, "sleep_us": sleep_us,
             "busy_records_per_s": rate, "util_pct": round(got, 2), "target_util_pct": util_pct}
 
 
@@ -119,7 +125,10 @@ class Ebizzy(Workload):
                          check=positive),
         "cpu": Field((int,), "pin ebizzy to this CPU with taskset", check=_nonneg_int),
         "sleep-after-records": Field((int,), "sleep after every N records (-a; 0 = never)", check=_nonneg_int),
-        "sleep-us": Field((int,), "sleep length in microseconds (-i, default 1000)", check=_nonneg_int),
+        "sleep-us": Field((int,), "sleep length in microseconds (-i, default 1000; with target-util-pct "
+                          f"the calibrated sleep, default {CALIBRATION_SLEEP_US})", check=positive),
+        "chunk-size": Field((int,), "bytes per memory chunk (-s, default 512 KiB): smaller chunks make "
+                            "shorter records, finer sleep-after steps on a slow target", check=positive),
         "target-util-pct": Field(Number, "calibrate -a/-i on the target for this utilisation per thread",
                                  check=lambda v: None if 0 < v < 100 else "must be in (0, 100)"),
         "timeout-s": Field(Number, "kill ebizzy after this many seconds (default: 2 x duration + 60)"),
@@ -128,18 +137,22 @@ class Ebizzy(Workload):
     @classmethod
     def check_options(cls, path, prefix, options):
         if "target-util-pct" in options:
-            for key in ("sleep-after-records", "sleep-us"):
-                if key in options:
-                    raise SpecError(path, f"{prefix}.{key}",
-                                    "not allowed with target-util-pct (which calibrates -a/-i itself)")
+            if "sleep-after-records" in options:
+                raise SpecError(path, f"{prefix}.sleep-after-records",
+                                "not allowed with target-util-pct (which calibrates -a itself)")
 
     def _state_key(self) -> str:
-        return f"ebizzy_calibration:{self.options['target-util-pct']}:cpu{self.options.get('cpu')}"
+        key = f"ebizzy_calibration:{self.options['target-util-pct']}:cpu{self.options.get('cpu')}"
+        # the calibration of the default sleep keeps its key of old campaigns
+        if "sleep-us" in self.options:
+            key += f":sleep{self.options['sleep-us']}us"
+        return key if "chunk-size" not in self.options else f"{key}:chunk{self.options['chunk-size']}"
 
     def setup_campaign(self, target, state: dict) -> None:
         if "target-util-pct" in self.options and self._state_key() not in state:
-            state[self._state_key()] = calibrate_sleep(target, float(self.options["target-util-pct"]),
-                                                       self.options.get("cpu"))
+            state[self._state_key()] = calibrate_sleep(
+                target, float(self.options["target-util-pct"]), self.options.get("cpu"),
+                int(self.options.get("sleep-us", CALIBRATION_SLEEP_US)), self.options.get("chunk-size"))
 
     def command(self, state: dict) -> str:
         sleep_after, sleep_us = self.options.get("sleep-after-records"), self.options.get("sleep-us")
@@ -147,7 +160,7 @@ class Ebizzy(Workload):
             calib = state[self._state_key()]
             sleep_after, sleep_us = calib["sleep_after"], calib["sleep_us"]
         return ebizzy_command(self.options.get("threads", 1), self.options["duration-s"],
-                              self.options.get("cpu"), sleep_after, sleep_us)
+                              self.options.get("cpu"), sleep_after, sleep_us, self.options.get("chunk-size"))
 
     def run(self, ctx: RunContext) -> list[Metric]:
         command = self.command(ctx.campaign_state)

@@ -36,12 +36,22 @@ __all__ = ["RtApp", "parse_rtapp_log", "LOG_COLUMNS"]
 LOG_COLUMNS = ("idx", "perf", "run", "period", "start", "end", "rel_st", "slack",
                "c_duration", "c_period", "wu_lat")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9_]{1,7}$")
+#: sched_setattr(2) policies rt-app accepts for periodic tasks
+_POLICIES = ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO", "SCHED_RR")
+_RT_POLICIES = ("SCHED_FIFO", "SCHED_RR")
 
 _TASK_SCHEMA = {
     "duty-cycle-pct": Field(Number, "share of each period spent running, 0-100", True,
                             lambda v: None if 0 < v <= 100 else "must be in (0, 100]"),
     "period-ms": Field(Number, "activation period in milliseconds", True,
                        positive),
+    "cpus": Field((list,), "CPUs the task may run on (default: all)",
+                  check=lambda v: None if v and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                                                    for c in v) else "must be a list of CPU numbers"),
+    "policy": Field((str,), "scheduling policy: " + ", ".join(_POLICIES) + " (default SCHED_OTHER)",
+                    check=lambda v: None if v in _POLICIES else f"{v!r} is not one of: {', '.join(_POLICIES)}"),
+    "priority": Field((int,), "nice value for SCHED_OTHER/SCHED_BATCH/SCHED_IDLE (-20..19), "
+                      "real-time priority for SCHED_FIFO/SCHED_RR (1..99)"),
 }
 
 
@@ -132,7 +142,13 @@ class RtApp(Workload):
             if not _TASK_NAME.match(str(name)):
                 raise SpecError(path, where, "task names are 1-7 letters, digits or '_' "
                                 "(rt-app appends a suffix and the kernel keeps 15 characters)")
-            check_mapping(path, task, where, _TASK_SCHEMA)
+            task = check_mapping(path, task, where, _TASK_SCHEMA)
+            if "priority" in task:
+                rt = task.get("policy") in _RT_POLICIES
+                low, high = (1, 99) if rt else (-20, 19)
+                if not low <= task["priority"] <= high:
+                    raise SpecError(path, f"{where}.priority", f"must be in {low}..{high} for "
+                                    f"{task.get('policy', 'SCHED_OTHER')}")
 
     def _lisa_rta(self):
         return import_lisa("lisa.wlgen.rta")
@@ -140,14 +156,21 @@ class RtApp(Workload):
     def _profile(self):
         rta = self._lisa_rta()
         duration = float(self.options["duration-s"])
-        return {
-            name: rta.RTAPhase(prop_wload=rta.PeriodicWload(
+        profile = {}
+        for name, task in self.options["tasks"].items():
+            props = {}
+            if "cpus" in task:
+                props["prop_cpus"] = list(task["cpus"])
+            if "policy" in task:
+                props["prop_policy"] = task["policy"]
+            if "priority" in task:
+                props["prop_priority"] = int(task["priority"])
+            profile[name] = rta.RTAPhase(prop_wload=rta.PeriodicWload(
                 duty_cycle_pct=float(task["duty-cycle-pct"]),
                 period=float(task["period-ms"]) / 1e3,
                 duration=duration,
-            ))
-            for name, task in self.options["tasks"].items()
-        }
+            ), **props)
+        return profile
 
     def _timeout(self) -> float:
         return float(self.options.get("timeout-s", 5 * float(self.options["duration-s"]) + 60))
