@@ -155,9 +155,14 @@ def choices(target, path: str) -> list[str] | None:
 
 
 def write_knob(target, path: str, value: str) -> str:
-    """Write ``value`` and return what the file reads back afterwards."""
+    """Write ``value`` and return what the file reads back afterwards.
+
+    An empty value is written as a lone newline: a zero-byte write never reaches a sysfs
+    attribute's store() (kernfs returns before calling it), so the old value would stay
+    (e.g. /sys/module/idle_gating/parameters/comm could not be cleared)."""
+    fmt = "%s" if value else "%s\\n"
     try:
-        target.execute(f"printf '%s' {shlex.quote(value)} > {shlex.quote(path)}", as_root=True)
+        target.execute(f"printf '{fmt}' {shlex.quote(value)} > {shlex.quote(path)}", as_root=True)
     except Exception as exc:
         raise KnobError(f"could not write {value!r} to {path}: {exc}".strip()) from exc
     return read_knob(target, path, value)

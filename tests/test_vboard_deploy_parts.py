@@ -66,6 +66,16 @@ class _Readback:
         return self.shell.run(command, timeout=timeout)
 
 
+def test_empty_knob_value_reaches_the_file_as_a_newline(tmp_path):
+    # sysfs ignores a zero-byte write (store() is never called): "" must arrive as "\n"
+    knob = tmp_path / "comm"
+    knob.write_text("schbench,postgres\n")
+    assert deploy._apply_knobs(LocalShell(), {str(knob): ""}) == {str(knob): ""}
+    assert knob.read_bytes() == b"\n"
+    assert deploy._apply_knobs(LocalShell(), {str(knob): "pgbench"}) == {str(knob): "pgbench"}
+    assert knob.read_bytes() == b"pgbench"
+
+
 def test_bracketed_sysfs_choice_counts_as_taken(tmp_path):
     knob = tmp_path / "current_governor"
     knob.write_text("")

@@ -4,8 +4,8 @@ Importing this package defines the :class:`~lisa_ext.analysis.base.StudyAnalysis
 subclasses of :data:`ANALYSIS_CLASSES` (LISA registers a
 ``TraceAnalysisBase`` subclass by defining it), so every ``Trace`` built
 afterwards has ``trace.ana.idle_miss``, ``trace.ana.wakeup_latency``,
-``trace.ana.wq_placement``, ``trace.ana.iowait_boost``, ``trace.ana.wakeup_frequency`` and
-``trace.ana.energy``. The import hook
+``trace.ana.wq_placement``, ``trace.ana.iowait_boost``, ``trace.ana.wakeup_frequency``,
+``trace.ana.energy`` and ``trace.ana.idle_gating``. The import hook
 :mod:`lisa_ext.lisa_hook` imports this package when LISA builds its first
 ``trace.ana``, so nobody has to.
 
@@ -19,6 +19,7 @@ CPU topology some of them need.
 
 from lisa_ext.analysis.base import StudyAnalysis
 from lisa_ext.analysis.energy import EnergyAnalysis
+from lisa_ext.analysis.idle_gating import IdleGatingAnalysis
 from lisa_ext.analysis.idle_miss import IdleMissAnalysis
 from lisa_ext.analysis.iowait_boost import IowaitBoostAnalysis
 from lisa_ext.analysis.wakeup_frequency import WakeupFrequencyAnalysis
@@ -30,6 +31,7 @@ __all__ = [
     "ANALYSES",
     "ANALYSIS_CLASSES",
     "EnergyAnalysis",
+    "IdleGatingAnalysis",
     "IdleMissAnalysis",
     "IowaitBoostAnalysis",
     "StudyAnalysis",
@@ -49,6 +51,7 @@ ANALYSIS_CLASSES: tuple[type[StudyAnalysis], ...] = (
     IowaitBoostAnalysis,
     WakeupFrequencyAnalysis,
     EnergyAnalysis,
+    IdleGatingAnalysis,
 )
 
 #: CLI name -> analysis class (derived from :data:`ANALYSIS_CLASSES`).

@@ -1,0 +1,141 @@
+"""Study 004, idle gating (``notebooks/idle-gating.{yml,ipynb}``): the RFC's four tables and its mechanism.
+
+The RFC ("IDLE gating in presence of latency-sensitive tasks", Parth Shah, 2020) keeps the CPUs of
+latency-sensitive tasks out of every idle state (kernel/sched/idle.c polls instead) and compares
+schbench wake-up latency percentiles and pgbench latency / transactions, plus average power, for
+the baseline, ``cpupower idle-set -D 10`` and the patch. Our port marks tasks by comm prefix
+(kernels/patches/0004-...; :mod:`lisa_ext.analysis.idle_gating`).
+
+* :func:`rfc_tables`: our numbers in the RFC's four table shapes (mean over iterations);
+* :func:`df_energy`: the meter beside the trace estimate (``trace.ana.energy``);
+* :func:`df_idle_residency` / :func:`plot_idle_residency`: the mechanism, the share of idle time
+  per state after marked tasks and after the others, per variant.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from lisa_ext.analysis.idle_gating import DEFAULT_PREFIXES
+from lisa_ext.campaign.store import Campaign, Run, read_campaign
+from lisa_ext.errors import UserError
+from lisa_ext.report.build import campaign_metrics
+from lisa_ext.report.cache import cached_frame
+from lisa_ext.report.figures import export, residency_figure
+from lisa_ext.rfc_numbers import load_rfc_numbers
+from lisa_ext.studies.energy import df_run_power
+from lisa_ext.studies.rfc import rows_from_metrics, variant_table
+from lisa_ext.trace import load_trace
+
+__all__ = ["ENERGY_ROW", "ROW_METRICS", "STUDY", "df_energy", "df_idle_residency", "plot_idle_residency",
+           "rfc_tables", "save_idle_residency_figure"]
+
+STUDY = "idle-gating"
+#: The RFC's energy row: average power in watts (its label says energy).
+ENERGY_ROW = "Avg. Energy (Watts)"
+#: RFC row label -> our metric, per workload kind (the table ids start with the kind)
+ROW_METRICS: dict[str, dict[str, str]] = {
+    "schbench": {"50": "wakeup_lat_p50", "90": "wakeup_lat_p90", "99": "wakeup_lat_p99",
+                 "max": "wakeup_lat_max", ENERGY_ROW: "power_mw"},
+    "pgbench": {"latency avg. (ms)": "latency_avg", "latency stddev": "latency_stddev",
+                "trans. completed": "transactions", ENERGY_ROW: "power_mw"},
+}
+
+
+def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
+    """{table id: our numbers in that RFC table's shape}: the workload named like the table id,
+    each variant in the column the RFC numbers file maps to it, arithmetic mean over iterations,
+    the energy row as the meter's average power in W; the "vs Baseline (%)" columns from our
+    own numbers; NaN where no run gives a cell."""
+    metrics = campaign_metrics(Path(campaign_dir), traces=False)
+    tables = {}
+    for table in load_rfc_numbers(STUDY).tables:
+        values = rows_from_metrics(metrics, ROW_METRICS[table.id.split("-")[0]], workload=table.id)
+        if ENERGY_ROW in values.index:
+            values.loc[ENERGY_ROW] = values.loc[ENERGY_ROW] / 1000.0
+        tables[table.id] = variant_table(STUDY, table.id, values)
+    return tables
+
+
+def df_energy(campaign_dir: str | os.PathLike) -> pd.DataFrame:
+    """Mean average power per workload and variant (mW): the meter's (the RFC's energy row) and
+    the trace estimate beside it (:func:`lisa_ext.studies.energy.df_run_power`), with their
+    difference in %."""
+    with warnings.catch_warnings():
+        # LISA 3.1's frame handling trips pandas 2.3 FutureWarnings on every call
+        warnings.simplefilter("ignore", FutureWarning)
+        power = df_run_power(campaign_dir)
+    if power.empty:
+        return power
+    mean = power.groupby(["workload", "variant"], sort=False)[["meter_power_mw", "trace_power_mw"]].mean()
+    mean["estimate_vs_meter_pct"] = 100 * (mean["trace_power_mw"] / mean["meter_power_mw"] - 1)
+    return mean
+
+
+def _per_run(campaign: Campaign, parts: tuple, compute: Callable[[Run], pd.DataFrame]) -> pd.DataFrame:
+    frames = []
+    for run in campaign.ok_runs:
+        if run.trace is None:
+            continue
+        with warnings.catch_warnings():
+            # LISA 3.1's frame handling trips pandas 2.3 FutureWarnings on every call
+            warnings.simplefilter("ignore", FutureWarning)
+            df = cached_frame(run.trace, parts, lambda run=run: compute(run)).reset_index()
+        df.insert(0, "iteration", run.iteration)
+        df.insert(0, "workload", run.workload)
+        df.insert(0, "variant", run.variant)
+        frames.append(df)
+    if not frames:
+        raise UserError(f"{campaign.root}: no traced run to analyse")
+    return pd.concat(frames, ignore_index=True)
+
+
+def _residency(run: Run, comm: str) -> pd.DataFrame:
+    return load_trace(run.trace).ana.idle_gating.df_state_residency(comm)
+
+
+def df_idle_residency(campaign_dir: str | os.PathLike, comm: str = ",".join(DEFAULT_PREFIXES)) -> pd.DataFrame:
+    """Share of idle time per idle state, after marked tasks and after the others.
+
+    One row per (``variant``, ``workload``, ``after`` = "marked" | "other", ``state``) with
+    ``periods`` (idle periods, summed over iterations) and ``pct`` (% of that group's idle time,
+    over all iterations): from :meth:`IdleGatingAnalysis.df_state_residency` of every run.
+    """
+    df = _per_run(read_campaign(Path(campaign_dir)), ("idle_gating", "df_state_residency", comm),
+                  lambda run: _residency(run, comm))
+    df["after"] = np.where(df["marked"], "marked", "other")
+    grouped = df.groupby(["variant", "workload", "after", "state"], sort=False).agg(
+        periods=("periods", "sum"), time_s=("time_s", "sum")).reset_index()
+    totals = grouped.groupby(["variant", "workload", "after"])["time_s"].transform("sum")
+    grouped["pct"] = 100.0 * grouped["time_s"] / totals.where(totals > 0)
+    return grouped
+
+
+def plot_idle_residency(residency: pd.DataFrame, workload: str, state_names: dict[int, str] | None = None) -> Any:
+    """Two stacked-bar panels (after marked tasks, above the others): % of idle time per
+    state and variant, for one workload of :func:`df_idle_residency`."""
+    df = residency[residency["workload"] == workload].copy()
+    if df.empty:
+        raise UserError(f"no idle periods for workload {workload!r}; workloads: "
+                        f"{', '.join(sorted(residency['workload'].unique()))}")
+    names = state_names or {}
+    df["state"] = [f"{s} {names[s]}" if s in names else str(s) for s in df["state"]]
+    panels = [residency_figure(df[df["after"] == after][["variant", "state", "pct"]],
+                               f"{workload}: idle after {label}", "idle state")
+              for after, label in (("marked", "marked tasks"), ("other", "other tasks"))]
+    return (panels[0] + panels[1]).cols(1)
+
+
+def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: str | os.PathLike,
+                               state_names: dict[int, str] | None = None) -> Path:
+    """:func:`plot_idle_residency` written as ``out_dir/idle-residency-<workload>.png``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return export(plot_idle_residency(residency, workload, state_names),
+                  out / f"idle-residency-{workload}", formats=("png",))[0]
