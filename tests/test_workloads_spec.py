@@ -95,3 +95,27 @@ def test_build_refuses_a_wrong_source_tree(tmp_path):
         build_tool("schbench", tmp_path)
     with pytest.raises(UserError, match="lisa-ext builds schbench, ebizzy"):
         build_tool("geekbench", tmp_path)
+
+
+def test_cached_builds_are_installed_where_missing(tmp_path, monkeypatch):
+    from campaign_helpers import LOCAL_TARGET
+    from lisa_ext.campaign import tools
+    from lisa_ext.target import connect
+
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path))
+    build = tmp_path / "tools" / "ebizzy-0123456789abcdef"
+    build.mkdir(parents=True)
+    (build / "ebizzy").write_text("#!/bin/sh\necho cached ebizzy\n")
+    (build / "ebizzy").chmod(0o755)
+    assert tools.cached_build("ebizzy") == build / "ebizzy"
+    assert tools.cached_build("schbench") is None
+    target = connect(LOCAL_TARGET)  # this machine, through devlib, as campaigns use it
+    if target.which("ebizzy") is not None:
+        pytest.skip("ebizzy is already installed on this machine")
+    try:
+        assert tools.install_cached_tools(target, ["ebizzy", "schbench", "fio"]) == ["ebizzy"]
+        assert target.execute("ebizzy").strip() == "cached ebizzy"
+        assert tools.install_cached_tools(target, ["ebizzy"]) == []  # present now
+    finally:
+        if target.which("ebizzy"):
+            target.remove(target.which("ebizzy"))

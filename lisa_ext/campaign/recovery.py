@@ -39,6 +39,7 @@ from typing import Any, Callable
 from lisa_ext.campaign import health
 from lisa_ext.campaign.store import JOURNAL_NAME, RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import make_workload
+from lisa_ext.campaign.tools import install_cached_tools
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
 from lisa_ext.target import is_virtual_board, target_extras
@@ -244,6 +245,8 @@ class CampaignFaults:
             write_json(journal, data)
         runner._recover()
         runner.store.remove_partial_runs()
+        # the board comes back on a fresh disk: the binaries the user built are reinstalled
+        install_cached_tools(runner.target, {t for w in runner.spec.workloads for t in make_workload(w).TOOLS})
         for w in runner.spec.workloads:
             make_workload(w).setup_campaign(runner.target, runner.state)
         return self._took(started)

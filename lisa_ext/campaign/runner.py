@@ -44,7 +44,7 @@ from lisa_ext.campaign import meters, recovery, remote, requirements, storage, t
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, Metric, RunKey, RunResult, write_json
-from lisa_ext.campaign.tools import missing_tool_hint
+from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
@@ -200,6 +200,9 @@ class CampaignRunner:
                 except Exception as exc:
                     problems.append(f"trace-cmd is not on the target and LISA could not install it: {exc}")
         tools = {"trace-cmd"} if self.spec.trace else set()
+        for tool in install_cached_tools(self.target, {t for w in self.spec.workloads
+                                                       for t in make_workload(w).TOOLS}):
+            self.echo(f"installed {tool} on the target from the tool cache")
         for w in self.spec.workloads:
             wl = make_workload(w)
             for tool in wl.TOOLS:

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from lisa_ext.errors import UserError
 from lisa_ext.workbench import cache_root
 
-__all__ = ["BUILDABLE", "Recipe", "build_tool", "install_tool", "missing_tool_hint", "tools_cache_dir"]
+__all__ = ["BUILDABLE", "Recipe", "build_tool", "cached_build", "install_cached_tools", "install_tool",
+           "missing_tool_hint", "tools_cache_dir"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,30 @@ def build_tool(name: str, src: str | os.PathLike) -> Path:
 def install_tool(target, binary: str | os.PathLike) -> str:
     """Push ``binary`` into the target's executables directory; returns its path there."""
     return target.install(str(binary))
+
+
+def cached_build(name: str) -> Path | None:
+    """The most recent build of ``name`` in the cache (:func:`build_tool`), if any."""
+    recipe = BUILDABLE.get(name)
+    if recipe is None:
+        return None
+    builds = [d / recipe.binary for d in tools_cache_dir().glob(f"{name}-*") if (d / recipe.binary).is_file()]
+    return max(builds, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def install_cached_tools(target, names: Iterable[str]) -> list[str]:
+    """Install on ``target`` each of ``names`` it lacks and the cache has built for its
+    architecture; returns those installed. A board that came back on a fresh disk, or a
+    new board, gets the binaries the user built once, without a second ``tool install``."""
+    host_abi = platform.machine()
+    installed = []
+    for name in names:
+        binary = cached_build(name)
+        if binary is None or target.which(name) is not None or getattr(target, "abi", None) != host_abi:
+            continue
+        install_tool(target, binary)
+        installed.append(name)
+    return installed
 
 
 def missing_tool_hint(tool: str) -> str:
