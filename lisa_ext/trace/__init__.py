@@ -18,6 +18,7 @@ imported by the functions that need them.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -144,13 +145,26 @@ def load_trace(
     if prepared.cache_dir and not {"enable_swap", "swap_dir"} & kwargs.keys():
         # LISA's swap, inside the content-keyed entry: frames built once
         # (ours, sanitized, windowed) are read back by the next load_trace
-        kwargs["swap_dir"] = os.path.join(prepared.cache_dir, "lisa-swap")
+        kwargs["swap_dir"] = os.path.join(prepared.cache_dir, f"lisa-swap-{_analysis_code_digest()}")
         os.makedirs(kwargs["swap_dir"], exist_ok=True)
         kwargs.setdefault("max_swap_size", max(1 << 30, 20 * os.stat(path).st_size))
     else:
         kwargs.setdefault("enable_swap", False)
     parser = LisaExtTraceParser if cache else functools.partial(LisaExtTraceParser, cache=False)
     return lisa_trace.Trace(path, parser=parser, **kwargs)
+
+
+@functools.cache
+def _analysis_code_digest() -> str:
+    """Digest of lisa_ext's analysis code: LISA keys the results it swaps out by method name and
+    arguments only, so results of an older version of our analyses must not be read back."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "analysis")
+    h = hashlib.sha256()
+    for dirpath, _dirs, files in sorted(os.walk(root)):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            with open(os.path.join(dirpath, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()[:12]
 
 
 def _load_with_lisa_parsers(path: str, **kwargs: Any) -> "Trace":
