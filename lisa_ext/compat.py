@@ -1,6 +1,6 @@
 """Compatibility layer that lets LISA 3.1.0 (PyPI ``lisa-linux``) run on numpy 2.
 
-LISA 3.1.0 was released before numpy 2.0 and has three problems on a current
+LISA 3.1.0 was released before numpy 2.0 and pandas 2.1 and has four problems on a current
 stack. Each shim below names the LISA file it repairs; ``tests/test_compat.py``
 runs the LISA code path each one fixes.
 
@@ -17,6 +17,11 @@ runs the LISA code path each one fixes.
   pandas/numpy deprecation triggered from inside LISA then kills a user's
   notebook cell -> :func:`lisa_ext.lisa_hook.relax_lisa_warning_filter` downgrades it to
   ``default`` (shown once per location, never raised).
+* ``lisa/datautils.py`` (``series_convert``) passes pandas' ``convert_dtype``,
+  deprecated in pandas 2.1 (same behaviour until pandas 3): a FutureWarning per
+  converted frame, dozens per notebook cell ->
+  :func:`lisa_ext.lisa_hook.hide_lisa_pandas_deprecation` hides that one message
+  from that one module.
 
 :mod:`lisa_ext.lisa_hook` applies these shims right before LISA is first
 imported, so plain ``import lisa.trace`` works in the project's environment.
@@ -55,6 +60,7 @@ def apply() -> None:
     lisa_hook.install()
     importlib.import_module("lisa")
     lisa_hook.relax_lisa_warning_filter()
+    lisa_hook.hide_lisa_pandas_deprecation()
     _applied = True
 
 

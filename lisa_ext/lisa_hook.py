@@ -76,8 +76,22 @@ def _before_lisa(module: ModuleType) -> None:
     shim_numpy_aliases()
 
 
+def hide_lisa_pandas_deprecation() -> None:
+    """Hide the one pandas deprecation LISA 3.1 trips on every frame it converts.
+
+    ``lisa/datautils.py`` (``series_convert``) passes ``convert_dtype=False`` to
+    ``Series.apply``: deprecated in pandas 2.1, with unchanged behaviour until
+    pandas 3. The warning names LISA's line, not the user's, and nothing the user
+    can do about it; it filled executed notebooks with dozens of lines per cell.
+    Only that message from that module is hidden.
+    """
+    warnings.filterwarnings("ignore", message="the convert_dtype parameter is deprecated",
+                            category=FutureWarning, module=r"lisa\.datautils")
+
+
 def _after_lisa(module: ModuleType) -> None:
     relax_lisa_warning_filter()
+    hide_lisa_pandas_deprecation()
 
 
 def register_analyses() -> None:

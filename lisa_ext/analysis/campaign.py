@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import warnings
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -56,10 +55,7 @@ def analyse_run(path: str, cli_name: str, options: dict[str, Any],
                                          plat.platform_from_plat_info(trace.plat_info))
     ana = getattr(trace.ana, cls.name)
     try:
-        with warnings.catch_warnings():
-            # LISA 3.1's analyses trip pandas 2.3 FutureWarnings on every call
-            warnings.simplefilter("ignore", FutureWarning)
-            return ana.summary(**options), ana.summary_tables(**options)
+        return ana.summary(**options), ana.summary_tables(**options)
     except import_lisa("lisa.trace").MissingTraceEventError as exc:
         raise UserError(f"{path}: {cli_name}: {exc}") from None
 

@@ -32,7 +32,6 @@ import logging
 import os
 import shutil
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,9 +198,7 @@ def _findings(path: Path, origin_ns: int) -> pd.DataFrame:
         if func is None:
             continue
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                df = func()
+            df = func()
         except Exception:  # LISA's MissingTraceEventError and friends: nothing to mark
             continue
         if df.empty:

@@ -155,10 +155,7 @@ def collect(trace, sources: list[TraceSource] | None = None) -> tuple[TraceFindi
             notes.append(f"{source.name}: skipped, {why}")
             continue
         try:
-            with warnings.catch_warnings():
-                # LISA 3.1's analyses trip pandas 2.3 FutureWarnings on every call
-                warnings.simplefilter("ignore", FutureWarning)
-                result = source.collect(trace)
+            result = source.collect(trace)
         except Exception as exc:  # one broken analysis must not sink the report
             notes.append(f"{source.name}: failed, {type(exc).__name__}: {exc}")
             continue

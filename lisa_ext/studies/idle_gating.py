@@ -15,7 +15,6 @@ the baseline, ``cpupower idle-set -D 10`` and the patch. Our port marks tasks by
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -67,10 +66,7 @@ def df_energy(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     """Mean average power per workload and variant (mW): the meter's (the RFC's energy row) and
     the trace estimate beside it (:func:`lisa_ext.studies.energy.df_run_power`), with their
     difference in %."""
-    with warnings.catch_warnings():
-        # LISA 3.1's frame handling trips pandas 2.3 FutureWarnings on every call
-        warnings.simplefilter("ignore", FutureWarning)
-        power = df_run_power(campaign_dir)
+    power = df_run_power(campaign_dir)
     if power.empty:
         return power
     mean = power.groupby(["workload", "variant"], sort=False)[["meter_power_mw", "trace_power_mw"]].mean()
@@ -83,10 +79,7 @@ def _per_run(campaign: Campaign, parts: tuple, compute: Callable[[Run], pd.DataF
     for run in campaign.ok_runs:
         if run.trace is None:
             continue
-        with warnings.catch_warnings():
-            # LISA 3.1's frame handling trips pandas 2.3 FutureWarnings on every call
-            warnings.simplefilter("ignore", FutureWarning)
-            df = cached_frame(run.trace, parts, lambda run=run: compute(run)).reset_index()
+        df = cached_frame(run.trace, parts, lambda run=run: compute(run)).reset_index()
         df.insert(0, "iteration", run.iteration)
         df.insert(0, "workload", run.workload)
         df.insert(0, "variant", run.variant)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from pathlib import Path
 
 import holoviews as hv
@@ -83,10 +82,7 @@ def _traced_runs(campaign_dir: str | os.PathLike) -> list[Run]:
 
 
 def _run_wakeups(trace: Path) -> pd.DataFrame:
-    with warnings.catch_warnings():
-        # LISA 3.1's frame handling trips pandas 2.3 FutureWarnings on every call
-        warnings.simplefilter("ignore", FutureWarning)
-        return load_trace(trace).ana.wakeup_frequency.df_wakeups(comm=COMM)
+    return load_trace(trace).ana.wakeup_frequency.df_wakeups(comm=COMM)
 
 
 def df_wakeups(campaign_dir: str | os.PathLike) -> pd.DataFrame:
@@ -156,10 +152,8 @@ def timeline_frames(campaign_dir: str | os.PathLike, variant: str, workload: str
     run = next((r for r in _traced_runs(campaign_dir) if (r.variant, r.workload) == (variant, workload)), None)
     if run is None:
         raise ValueError(f"{campaign_dir}: no traced run of {variant} / {workload}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # as in _run_wakeups
-        trace = load_trace(run.trace)
-        switches, freq = trace.df_event("sched_switch"), trace.df_event("cpu_frequency")
+    trace = load_trace(run.trace)
+    switches, freq = trace.df_event("sched_switch"), trace.df_event("cpu_frequency")
     wakeups = wakeups_from_idle(switches, freq, COMM)
     # a wake-up in the middle of the run, past the ramp-up of the first bursts
     pick = wakeups.iloc[len(wakeups) // 2]
