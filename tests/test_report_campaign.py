@@ -237,3 +237,27 @@ def test_damaged_trace_is_noted_not_fatal(tmp_path):
     assert "## Trace notes" in readme
     assert "trace warning:" in readme or "trace not read:" in readme
     assert "`a/w/0`" in readme
+
+
+def test_a_metric_without_means_draws_its_runs_without_warnings():
+    """One iteration of a metric that is 0 in every run: its gmean is undefined (NaN) for every
+    variant. The figure shows the runs as dots, and numpy/holoviews warn about nothing (the
+    smoke-size teo-util notebook printed ~40 "All-NaN slice" warnings from this figure)."""
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    import holoviews as hv
+
+    from lisa_ext.report import figures
+
+    hv.extension("matplotlib")
+    cmp = pd.DataFrame({"variant": ["a", "b"], "mean": [np.nan, 3.0], "ci_low": [np.nan] * 2,
+                        "ci_high": [np.nan] * 2, "is_baseline": [True, False],
+                        "significant": [False, False], "too_few": [True, True]})
+    runs = pd.DataFrame({"variant": ["a", "b"], "iteration": [0, 0], "value": [0.0, 3.0]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for block in (cmp, cmp.assign(mean=np.nan)):
+            hv.render(figures.metric_bars_figure(block, "t", "u", runs), backend="matplotlib")

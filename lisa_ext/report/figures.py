@@ -94,10 +94,17 @@ def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
     df["neg"] = (df["mean"] - df["ci_low"]).clip(lower=0).fillna(0.0)
     high = df["ci_high"].where(np.isfinite(df["ci_high"]), df["mean"])
     df["pos"] = (high - df["mean"]).clip(lower=0).fillna(0.0)
+    # a variant without a mean (the gmean of zeros, say) gets no bar: NaN heights made numpy
+    # and holoviews warn on every figure and drew nothing anyway; its runs still show as dots
+    df = df[df["mean"].notna()]
+    if df.empty:
+        dots = iteration_dots_figure(runs, title, ylabel) if runs is not None and not runs.empty else \
+            _both(hv.Scatter([], kdims=["variant"], vdims=["value"]), title=title, ylabel=ylabel)
+        return _both(_both(dots, color="black"), show_legend=False)
     bars = _both(hv.Bars(df, kdims=["variant"], vdims=["mean", "status"]),
                  title=title, ylabel=ylabel, xlabel="", xrotation=15)
     whiskers = hv.ErrorBars(df, kdims=["variant"], vdims=["mean", "neg", "pos"])
-    top = float(np.nanmax((df["mean"] + df["pos"]).to_numpy())) if len(df) else 0.0
+    top = float((df["mean"] + df["pos"]).max())
     stars = df[df["significant"]]
     marks = hv.Labels((list(stars["variant"]), [top * 1.04] * len(stars),
                        ["*"] * len(stars)), kdims=["variant", "mean"], vdims=["text"]).opts(
