@@ -5,13 +5,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup system-packages venv bench bench-kernel lab lock clean
+.PHONY: run test test-studies setup system-packages venv bench bench-kernel lab lock clean
 
 run: setup
 	$(BIN)/lisa-ext quickstart
 
 test: setup
 	$(BIN)/python -m pytest
+
+# every study at smoke size on the virtual board (make test runs the two quickest; ~45 min)
+test-studies: setup
+	LISA_EXT_ALL_STUDIES=1 $(BIN)/python -m pytest tests/test_studies_smoke.py
 
 setup: system-packages venv
 
