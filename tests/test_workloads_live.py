@@ -45,9 +45,10 @@ workloads:
 {workloads}""")
 
 
-def _run(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+def _run(spec: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(LISA_EXT + ["campaign", "run", str(spec), "--out", str(out), "--no-progress", *extra],
-                          capture_output=True, text=True, timeout=900, cwd=spec.parent)
+                          capture_output=True, text=True, timeout=900, cwd=spec.parent,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def _result(out: Path, workload: str) -> tuple[dict, dict]:
@@ -136,9 +137,14 @@ def test_missing_binary_stops_before_the_first_run(tmp_path, installed):
     spec = _spec(tmp_path, "wl-missing", "  - name: sch\n    kind: schbench\n    runtime-s: 1\n")
     os.replace(schbench, aside)
     try:
-        proc = _run(spec, tmp_path / "out")
+        # nothing built in this cache: nothing to install from it
+        proc = _run(spec, tmp_path / "out", env={"LISA_EXT_CACHE": str(tmp_path / "empty-cache")})
+        # the user's cache has the build the fixture made: installed again, and the campaign runs
+        again = _run(spec, tmp_path / "out-cached")
     finally:
         os.replace(aside, schbench)
+    assert again.returncode == 0, again.stderr
+    assert "installed schbench on the target from the tool cache" in again.stderr
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
