@@ -32,11 +32,10 @@ from lisa_ext.campaign.store import read_campaign
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
-from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name
+from lisa_ext.studies import runs
 from lisa_ext.target import check_target_conf
-from lisa_ext.trace import load_trace
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
@@ -134,33 +133,8 @@ def figure_paths(report_dir: str | os.PathLike, pattern: str = "*") -> list[Path
 
 def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str,
                      **kwargs: Any) -> pd.DataFrame:
-    """``trace.ana.<analysis>.<method>(**kwargs)`` on every traced run, stacked.
-
-    The result has the method's own columns (its index reset into columns) plus
-    ``variant``, ``workload`` and ``iteration``. Runs whose trace lacks the events
-    the analysis needs are skipped with a warning naming the run.
-    """
-    frames = []
-    for run in read_campaign(repo_path(campaign_dir)).runs:
-        if run.status != "ok" or run.trace is None:
-            continue
-        def compute(path=run.trace):
-            return getattr(getattr(load_trace(path).ana, analysis), method)(**kwargs)
-
-        try:
-            # cached by trace content, code and options: a re-render skips LISA
-            df = cached_frame(run.trace, (analysis, method, sorted(kwargs.items())), compute)
-        except Exception as exc:  # LISA's MissingTraceEventError and friends
-            warnings.warn(f"{run.label}: {analysis}.{method} skipped: {exc}")
-            continue
-        df = df.reset_index()
-        df.insert(0, "iteration", run.iteration)
-        df.insert(0, "workload", run.workload)
-        df.insert(0, "variant", run.variant)
-        frames.append(df)
-    if not frames:
-        raise UserError(f"{campaign_dir}: no traced run has what {analysis}.{method} needs")
-    return pd.concat(frames, ignore_index=True)
+    """:func:`lisa_ext.studies.runs.per_run_analysis`, ``campaign_dir`` taken as :func:`repo_path` does."""
+    return runs.per_run_analysis(repo_path(campaign_dir), analysis, method, **kwargs)
 
 
 def show_page(path: str | os.PathLike, height: int = 900):

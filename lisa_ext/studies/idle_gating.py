@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from lisa_ext.analysis.idle_gating import DEFAULT_PREFIXES
-from lisa_ext.campaign.store import Campaign, Run, read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import campaign_metrics
-from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.figures import export, residency_figure
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.studies.energy import df_run_power
 from lisa_ext.studies.rfc import rows_from_metrics, variant_table
-from lisa_ext.trace import load_trace
+from lisa_ext.studies.runs import per_run_analysis
 
 __all__ = ["ENERGY_ROW", "ROW_METRICS", "STUDY", "df_energy", "df_idle_residency", "plot_idle_residency",
            "rfc_tables", "save_idle_residency_figure"]
@@ -74,25 +72,6 @@ def df_energy(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     return mean
 
 
-def _per_run(campaign: Campaign, parts: tuple, compute: Callable[[Run], pd.DataFrame]) -> pd.DataFrame:
-    frames = []
-    for run in campaign.ok_runs:
-        if run.trace is None:
-            continue
-        df = cached_frame(run.trace, parts, lambda run=run: compute(run)).reset_index()
-        df.insert(0, "iteration", run.iteration)
-        df.insert(0, "workload", run.workload)
-        df.insert(0, "variant", run.variant)
-        frames.append(df)
-    if not frames:
-        raise UserError(f"{campaign.root}: no traced run to analyse")
-    return pd.concat(frames, ignore_index=True)
-
-
-def _residency(run: Run, comm: str) -> pd.DataFrame:
-    return load_trace(run.trace).ana.idle_gating.df_state_residency(comm)
-
-
 def df_idle_residency(campaign_dir: str | os.PathLike, comm: str = ",".join(DEFAULT_PREFIXES)) -> pd.DataFrame:
     """Share of idle time per idle state, after marked tasks and after the others.
 
@@ -100,8 +79,7 @@ def df_idle_residency(campaign_dir: str | os.PathLike, comm: str = ",".join(DEFA
     ``periods`` (idle periods, summed over iterations) and ``pct`` (% of that group's idle time,
     over all iterations): from :meth:`IdleGatingAnalysis.df_state_residency` of every run.
     """
-    df = _per_run(read_campaign(Path(campaign_dir)), ("idle_gating", "df_state_residency", comm),
-                  lambda run: _residency(run, comm))
+    df = per_run_analysis(campaign_dir, "idle_gating", "df_state_residency", comm=comm)
     df["after"] = np.where(df["marked"], "marked", "other")
     grouped = df.groupby(["variant", "workload", "after", "state"], sort=False).agg(
         periods=("periods", "sum"), time_s=("time_s", "sum")).reset_index()

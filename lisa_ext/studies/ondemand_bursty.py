@@ -28,10 +28,10 @@ import pandas as pd
 
 from lisa_ext.analysis.wakeup_frequency import wakeups_from_idle
 from lisa_ext.campaign.store import Run, read_campaign
-from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.figures import export_html
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.studies.rfc import variant_table
+from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.trace import load_trace
 
 __all__ = ["MECHANISM_COLUMNS", "STUDY", "TABLE_ID", "df_mechanism", "df_records", "df_wakeups",
@@ -81,25 +81,12 @@ def _traced_runs(campaign_dir: str | os.PathLike) -> list[Run]:
     return [r for r in read_campaign(campaign_dir).ok_runs if r.trace is not None]
 
 
-def _run_wakeups(trace: Path) -> pd.DataFrame:
-    return load_trace(trace).ana.wakeup_frequency.df_wakeups(comm=COMM)
-
-
 def df_wakeups(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     """Every ebizzy wake-up from idle of every traced run (``trace.ana.wakeup_frequency.df_wakeups``),
     with ``variant``, ``workload``, ``util`` and ``iteration``."""
-    frames = []
-    for run in _traced_runs(campaign_dir):
-        df = cached_frame(run.trace, ("wakeup_frequency", "df_wakeups", COMM),
-                          lambda path=run.trace: _run_wakeups(path)).reset_index()
-        df.insert(0, "iteration", run.iteration)
-        df.insert(0, "util", util_label(run.workload))
-        df.insert(0, "workload", run.workload)
-        df.insert(0, "variant", run.variant)
-        frames.append(df)
-    if not frames:
-        raise ValueError(f"{campaign_dir}: no traced run")
-    return pd.concat(frames, ignore_index=True)
+    df = per_run_analysis(campaign_dir, "wakeup_frequency", "df_wakeups", comm=COMM)
+    df.insert(2, "util", df["workload"].map(util_label))
+    return df
 
 
 def df_mechanism(campaign_dir: str | os.PathLike) -> pd.DataFrame:

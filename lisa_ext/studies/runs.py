@@ -1,0 +1,48 @@
+"""Per-run trace analyses of a campaign, stacked into one frame: the one loop every study uses."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lisa_ext.campaign.store import read_campaign
+from lisa_ext.errors import UserError
+from lisa_ext.report.cache import cached_frame
+from lisa_ext.trace import load_trace
+
+__all__ = ["per_run_analysis"]
+
+
+def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str,
+                     **kwargs: Any) -> pd.DataFrame:
+    """``trace.ana.<analysis>.<method>(**kwargs)`` on every traced run, stacked.
+
+    The result has the method's own columns (its index reset into columns) plus
+    ``variant``, ``workload`` and ``iteration``. Runs whose trace lacks the events
+    the analysis needs are skipped with a warning naming the run.
+    """
+    frames = []
+    for run in read_campaign(Path(campaign_dir)).runs:
+        if run.status != "ok" or run.trace is None:
+            continue
+        def compute(path=run.trace):
+            return getattr(getattr(load_trace(path).ana, analysis), method)(**kwargs)
+
+        try:
+            # cached by trace content, code and options: a re-render skips LISA
+            df = cached_frame(run.trace, (analysis, method, sorted(kwargs.items())), compute)
+        except Exception as exc:  # LISA's MissingTraceEventError and friends
+            warnings.warn(f"{run.label}: {analysis}.{method} skipped: {exc}")
+            continue
+        df = df.reset_index()
+        df.insert(0, "iteration", run.iteration)
+        df.insert(0, "workload", run.workload)
+        df.insert(0, "variant", run.variant)
+        frames.append(df)
+    if not frames:
+        raise UserError(f"{campaign_dir}: no traced run has what {analysis}.{method} needs")
+    return pd.concat(frames, ignore_index=True)
