@@ -48,7 +48,7 @@ def main() -> int:
     extra = {"idle-miss": ["--platform", str(table)]}
     sub = argparse.ArgumentParser().add_subparsers()
     register(sub)
-    from lisa_ext.analysis import ANALYSES
+    from lisa_ext.analysis.registry import ANALYSES
     from lisa_ext.analysis._frames import has_event
 
     def ingest():

@@ -2,7 +2,7 @@
 
 LISA 3.1.0 needs the shims of :mod:`lisa_ext.compat` on numpy 2, and a
 ``Trace`` only offers our analyses under ``trace.ana.<name>`` once the classes
-of :mod:`lisa_ext.analysis` exist. Rather than asking every notebook to go
+of :mod:`lisa_ext.analysis.registry` exist. Rather than asking every notebook to go
 through :func:`lisa_ext.compat.import_lisa`, the package installs
 ``lisa_ext_lisa_hook.pth`` in site-packages (see ``setup.py``); Python runs its
 one line at start-up, which calls :func:`install`. That only puts a small
@@ -13,7 +13,7 @@ LISA:
   :func:`shim_numpy_aliases`;
 * right after ``lisa`` executed: :func:`relax_lisa_warning_filter`;
 * right after ``lisa.analysis._proxy`` executed (LISA's ``Trace.__init__``
-  imports it to build ``trace.ana``): ``import lisa_ext.analysis``, which
+  imports it to build ``trace.ana``): ``import lisa_ext.analysis.registry``, which
   defines our :class:`~lisa.analysis.base.TraceAnalysisBase` subclasses, so
   every ``Trace`` - LISA's loader or :func:`lisa_ext.trace.load_trace` - has
   them. Registering there, not in the trace loader, keeps ingest
@@ -103,10 +103,10 @@ def register_analyses() -> None:
     try:
         # deferred on purpose: the analysis layer imports LISA, which is what
         # triggered this call; importing it at the top would load LISA at start-up
-        importlib.import_module("lisa_ext.analysis")
+        importlib.import_module("lisa_ext.analysis.registry")
     except Exception as exc:  # noqa: BLE001 - reported, see docstring
         warnings.warn(f"lisa-ext analyses not registered on trace.ana: "
-                      f"lisa_ext.analysis failed to import: {type(exc).__name__}: {exc}",
+                      f"lisa_ext.analysis.registry failed to import: {type(exc).__name__}: {exc}",
                       RuntimeWarning, stacklevel=2)
 
 

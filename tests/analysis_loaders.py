@@ -26,16 +26,17 @@ def require_shared(path) -> None:
 @functools.lru_cache(maxsize=None)
 def lisa_trace(path: str):
     """LISA's own loader, with every event the four analyses may use."""
-    from lisa_ext import analysis, compat
+    from lisa_ext import compat
+    from lisa_ext.analysis.registry import ANALYSES
 
-    events = sorted(set().union(*(cls.get_all_events() for cls in analysis.ANALYSES.values())))
+    events = sorted(set().union(*(cls.get_all_events() for cls in ANALYSES.values())))
     # No swap: LISA would write it next to the trace, inside the read-only shared inputs.
     return compat.import_lisa("lisa.trace").Trace(path, events=events, enable_swap=False)
 
 
 def fast_trace(path: str):
     """The fast loader (lisa_ext.trace.load_trace); skips while it is not installed."""
-    import lisa_ext.analysis  # noqa: F401
+    import lisa_ext.analysis.registry  # noqa: F401
 
     try:
         from lisa_ext.trace import load_trace

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lisa_ext.analysis import ANALYSES
+from lisa_ext.analysis.registry import ANALYSES
 from lisa_ext.analysis.campaign import analyse_campaign
 from lisa_ext.trace.cluster import (
     LOCAL,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from lisa_ext import analysis
-from lisa_ext.analysis import ANALYSIS_CLASSES, StudyAnalysis, by_cli_name
 from lisa_ext.analysis import cli as analysis_cli
+from lisa_ext.analysis.base import StudyAnalysis
+from lisa_ext.analysis.registry import ANALYSIS_CLASSES, by_cli_name
+from lisa_ext.analysis.wakeup_latency import WakeupLatencyAnalysis
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.report import traces
@@ -54,5 +55,5 @@ def test_report_sources_come_from_the_registry():
     names = [s.name for s in traces.all_sources()]
     assert names == gives + [s.name for s in traces.SOURCES]
     wakeup = next(s for s in traces.all_sources() if s.name == "wakeup_latency")
-    assert wakeup.events == analysis.WakeupLatencyAnalysis.EVENTS
-    assert wakeup.any_of == analysis.WakeupLatencyAnalysis.ANY_OF_EVENTS
+    assert wakeup.events == WakeupLatencyAnalysis.EVENTS
+    assert wakeup.any_of == WakeupLatencyAnalysis.ANY_OF_EVENTS

@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 from test_kernel_emulation import _require, boot
 
-from lisa_ext.analysis.wakeup_frequency import wakeups_from_idle
+from lisa_ext.analysis.idle_wakeups import wakeups_from_idle
 from lisa_ext.kernel.build import build_variant
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def time_below_after_wakeups(events: list[Event], phase: str, window: float = 0.
     """For each wake-up from idle of "bursty" after a sleep of 40 ms or more in ``phase``:
     the time within ``window`` after it (and before it sleeps again) during which its CPU
     ran below the frequency it had when the task went to sleep
-    (:func:`lisa_ext.analysis.wakeup_frequency.wakeups_from_idle`, as ``trace.ana.wakeup_frequency``)."""
+    (:func:`lisa_ext.analysis.idle_wakeups.wakeups_from_idle`, as ``trace.ana.wakeup_frequency``)."""
     start, end = marker_time(events, f"PHASE {phase}"), marker_time(events, f"END {phase}")
     switches = [e for e in events if e.event == "sched_switch" and start <= e.ts <= end]
     freq = [e for e in events if e.event == "cpu_frequency"]

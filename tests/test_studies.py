@@ -35,7 +35,7 @@ def _code(notebook: Path) -> str:
 
 @pytest.mark.parametrize("s", STUDIES, ids=lambda s: s.name)
 def test_notebook_calls_exist(s):
-    import lisa_ext.analysis  # noqa: F401  registers the analyses
+    import lisa_ext.analysis.registry  # noqa: F401  registers the analyses
     from lisa_ext.compat import import_lisa
 
     base = import_lisa("lisa.analysis.base").TraceAnalysisBase

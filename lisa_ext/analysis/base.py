@@ -2,7 +2,7 @@
 
 An analysis is one :class:`StudyAnalysis` subclass (itself a LISA
 :class:`~lisa.analysis.base.TraceAnalysisBase`, so ``trace.ana.<name>``) in its
-own module, listed once in :data:`lisa_ext.analysis.ANALYSIS_CLASSES`. The
+own module, listed once in :data:`lisa_ext.analysis.registry.ANALYSIS_CLASSES`. The
 ``lisa-ext analyse`` command, the campaign report and the notebooks loop over
 that list; nothing else names the analyses. A class declares:
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.analysis import by_cli_name
+from lisa_ext.analysis.registry import by_cli_name
 from lisa_ext.analysis import platform as plat
 from lisa_ext.campaign.store import read_campaign
 from lisa_ext.compat import import_lisa

@@ -5,7 +5,7 @@ campaign instead, serially or as Dask tasks (:mod:`lisa_ext.analysis.campaign`,
 ``--scheduler``); ``--json`` then prints ``{run label: summary}``.
 
 NAME is the ``cli_name`` of an analysis of
-:data:`lisa_ext.analysis.ANALYSIS_CLASSES`; its options come from its
+:data:`lisa_ext.analysis.registry.ANALYSIS_CLASSES`; its options come from its
 ``add_cli_arguments``. The trace is loaded with :func:`lisa_ext.trace.load_trace`
 (``--loader lisa`` uses LISA's own parsers instead). Tables are printed for
 people, ``--json`` prints the analysis's ``summary()``, in the layout documented
@@ -22,7 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.analysis import ANALYSES, ANALYSIS_CLASSES, StudyAnalysis, by_cli_name
+from lisa_ext.analysis.base import StudyAnalysis
+from lisa_ext.analysis.registry import ANALYSES, ANALYSIS_CLASSES, by_cli_name
 from lisa_ext.analysis import platform as plat
 from lisa_ext.analysis.base import json_ready
 from lisa_ext.analysis.campaign import analyse_campaign

@@ -1,6 +1,6 @@
 """Trace-derived metrics and figure data for a campaign report.
 
-Every lisa-ext analysis of :data:`lisa_ext.analysis.ANALYSIS_CLASSES` that
+Every lisa-ext analysis of :data:`lisa_ext.analysis.registry.ANALYSIS_CLASSES` that
 defines per-run figures is a source: its ``run_metrics()`` become rows of the metrics table and its
 ``run_frames()`` feed the figures, when the trace has the events the class
 declares (``EVENTS`` / ``ANY_OF_EVENTS``). Two more sources use LISA's own
@@ -26,7 +26,9 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from lisa_ext.analysis import ANALYSIS_CLASSES, StudyAnalysis, WakeupLatencyAnalysis
+from lisa_ext.analysis.base import StudyAnalysis
+from lisa_ext.analysis.registry import ANALYSIS_CLASSES
+from lisa_ext.analysis.wakeup_latency import WakeupLatencyAnalysis
 from lisa_ext.analysis.base import missing_events
 from lisa_ext.report.cache import TraceFindings
 from lisa_ext.trace import load_trace

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lisa_ext.analysis.idle_gating import DEFAULT_PREFIXES
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.figures import export, residency_figure
@@ -72,8 +71,11 @@ def df_energy(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     return mean
 
 
-def df_idle_residency(campaign_dir: str | os.PathLike, comm: str = ",".join(DEFAULT_PREFIXES)) -> pd.DataFrame:
+def df_idle_residency(campaign_dir: str | os.PathLike, comm: str | None = None) -> pd.DataFrame:
     """Share of idle time per idle state, after marked tasks and after the others.
+
+    ``comm``: the marked tasks' comm prefixes, comma-separated (default: the analysis's
+    :data:`~lisa_ext.analysis.idle_gating.DEFAULT_PREFIXES`, those the gating kernel marks).
 
     One row per (``variant``, ``workload``, ``after`` = "marked" | "other", ``state``) with
     ``periods`` (idle periods, summed over iterations) and ``pct`` (% of that group's idle time,

@@ -26,7 +26,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from lisa_ext.analysis.wakeup_frequency import wakeups_from_idle
+from lisa_ext.analysis.idle_wakeups import wakeups_from_idle
 from lisa_ext.campaign.store import Run, read_campaign
 from lisa_ext.report.figures import export_html
 from lisa_ext.rfc_numbers import load_rfc_numbers
