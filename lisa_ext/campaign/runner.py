@@ -22,6 +22,7 @@ then run again; finished runs are never touched.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import fcntl
 import json
@@ -34,7 +35,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ruamel.yaml import YAML
 from tqdm import tqdm
@@ -74,6 +75,21 @@ def plan_runs(spec: CampaignSpec) -> list[RunKey]:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _add_phase(meta: dict, phase: str, since: float) -> None:
+    """Add the seconds since ``since`` to ``meta["phases_s"][phase]``: where a run's time went."""
+    phases = meta.setdefault("phases_s", {})
+    phases[phase] = round(phases.get(phase, 0.0) + time.monotonic() - since, 3)
+
+
+@contextlib.contextmanager
+def _timed(meta: dict, phase: str) -> Iterator[None]:
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        _add_phase(meta, phase, start)
 
 
 @dataclass
@@ -305,14 +321,19 @@ class CampaignRunner:
         fatal: BaseException | None = None
         t0 = time.monotonic()
         try:
-            kernel_result = self._deploy_kernel(variant)
+            with _timed(meta, "deploy"):
+                kernel_result = self._deploy_kernel(variant)
             if variant.kernel is not None:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
+            knobs_from = time.monotonic()
             with _knobs.applied_knobs(target, variant.knobs, on_originals=journal.set_knobs) as knob_state:
+                _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
-                meta["kernel"] = kernel_provenance(target)
+                with _timed(meta, "provenance"):
+                    meta["kernel"] = kernel_provenance(target)
                 try:
-                    workload.prepare(ctx)
+                    with _timed(meta, "prepare"):
+                        workload.prepare(ctx)
                     metrics = self._traced(workload, ctx, meta, instance, journal)
                 except BaseException:
                     # the run's own error is the one to record: a cleanup failing after it
@@ -322,7 +343,10 @@ class CampaignRunner:
                     except Exception as exc:
                         meta["cleanup_error"] = f"{type(exc).__name__}: {exc}"
                     raise
-                workload.cleanup(ctx)
+                with _timed(meta, "cleanup"):
+                    workload.cleanup(ctx)
+                knobs_from = time.monotonic()
+            _add_phase(meta, "knobs", knobs_from)
         except (_knobs.KnobRevertError, requirements.RequirementError) as exc:
             status, error, fatal = "failed", f"{exc}", exc
         except Exception as exc:
@@ -332,8 +356,9 @@ class CampaignRunner:
             log.debug("run %s failed", key, exc_info=True)
             (tmp / "error.txt").write_text(traceback.format_exc())
         finally:
-            self._pull_trace(remote_dir, tmp)
-            target.execute(f"rm -rf {remote.quote(remote_dir)}", as_root=True, check_exit_code=False)
+            with _timed(meta, "pull"):
+                self._pull_trace(remote_dir, tmp)
+                target.execute(f"rm -rf {remote.quote(remote_dir)}", as_root=True, check_exit_code=False)
         meta["end"] = _now()
         meta["duration_s"] = round(time.monotonic() - t0, 3)
         trace_loss.record_lost_events(tmp, meta)
@@ -356,24 +381,27 @@ class CampaignRunner:
 
         def run_workload() -> list[Metric]:
             with meters.metered(self.meter, meta) as energy, CpuUtilWindow(self.target) as util:
-                metrics = workload.run(ctx)
+                meta["workload_start"] = _now()
+                try:
+                    with _timed(meta, "workload"):
+                        metrics = workload.run(ctx)
+                finally:
+                    meta["workload_end"] = _now()
             meta["cpu_util"] = util.summary
             return [*metrics, *util.metrics(), *energy]
 
         if not self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"])):
-            meta["workload_start"] = _now()
-            metrics = run_workload()
-            meta["workload_end"] = _now()
-            return metrics
+            return run_workload()
         output = self.target.path.join(ctx.remote_dir, "trace.dat")
+        tracing_from = time.monotonic()
         with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
                                buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
-            meta["workload_start"] = _now()
-            try:
-                return run_workload()
-            finally:
-                meta["workload_end"] = _now()
+            _add_phase(meta, "tracing", tracing_from)
+            metrics = run_workload()
+            tracing_from = time.monotonic()
+        _add_phase(meta, "tracing", tracing_from)
+        return metrics
 
     def _pull_trace(self, remote_dir: str, tmp: Path) -> None:
         for name, local in (("trace.dat", "trace.dat"), ("trace.dat.log", "trace-cmd.log")):
