@@ -30,9 +30,9 @@ import re
 import shlex
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-__all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "applied_knobs", "apply_knobs",
-           "check_knobs", "choices", "expand_knobs", "knob_problem", "read_knob", "revert_knobs",
-           "write_knob"]
+__all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "active_value", "applied_knobs",
+           "apply_knobs", "check_knobs", "choices", "expand_knobs", "knob_problem", "read_knob",
+           "read_knobs", "revert_knobs", "write_knob"]
 
 _GLOB_CHARS = "*?["
 #: what a knob path may hold: a glob is expanded by the target's shell, unquoted, so no
@@ -132,15 +132,38 @@ def _is_flag_list(text: str) -> bool:
     return len(tokens) > 1 and all(_FLAG.fullmatch(t) for t in tokens)
 
 
-def read_knob(target, path: str, value: str | None = None) -> str:
-    """The active value of ``path``; for a flag-list file, the state of ``value``'s flag."""
-    text = target.read_value(path).strip()
+def active_value(text: str, value: str | None = None) -> str:
+    """The active value in a knob file's ``text``; for a flag list, the state of ``value``'s flag."""
+    text = text.strip()
     if value is not None and _is_flag_list(text):
         token = _flag_token(text, value)
         if token is not None:
             return token
     m = _BRACKETED.search(text)
     return m.group(1) if m else text
+
+
+def read_knob(target, path: str, value: str | None = None) -> str:
+    """The active value of ``path``; for a flag-list file, the state of ``value``'s flag."""
+    return active_value(target.read_value(path), value)
+
+
+#: between two files' contents in :func:`read_knobs`' output (no sysfs value holds it)
+_SEPARATOR = "--lisa-ext-knob-end--"
+
+
+def read_knobs(target, knobs: Mapping[str, str]) -> dict[str, str]:
+    """:func:`read_knob` of every path of ``{path: value}`` in one target command: on a
+    board each command is an SSH round trip, and a variant sets a dozen files."""
+    if not knobs:
+        return {}
+    paths = " ".join(shlex.quote(p) for p in knobs)
+    out = target.execute(f"for f in {paths}; do cat \"$f\" || exit 1; echo {_SEPARATOR}; done",
+                         as_root=True)
+    texts = out.split(_SEPARATOR + "\n")
+    if len(texts) < len(knobs):
+        raise KnobError(f"could not read {', '.join(list(knobs)[len(texts) - 1:])}: {out.strip()[-200:]}")
+    return {path: active_value(text, value) for (path, value), text in zip(knobs.items(), texts)}
 
 
 def _offered(text: str) -> list[str] | None:
@@ -161,11 +184,13 @@ def write_knob(target, path: str, value: str) -> str:
     attribute's store() (kernfs returns before calling it), so the old value would stay
     (e.g. /sys/module/idle_gating/parameters/comm could not be cleared)."""
     fmt = "%s" if value else "%s\\n"
+    quoted = shlex.quote(path)
     try:
-        target.execute(f"printf '{fmt}' {shlex.quote(value)} > {shlex.quote(path)}", as_root=True)
+        # write and read back in one command: one round trip per knob
+        text = target.execute(f"printf '{fmt}' {shlex.quote(value)} > {quoted} && cat {quoted}", as_root=True)
     except Exception as exc:
         raise KnobError(f"could not write {value!r} to {path}: {exc}".strip()) from exc
-    return read_knob(target, path, value)
+    return active_value(text, value)
 
 
 def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
@@ -213,7 +238,7 @@ def applied_knobs(target, knobs: Mapping[str, str],
     Yields ``{path: {"original", "requested", "read_back"}}``, globs expanded.
     """
     knobs = expand_knobs(target, knobs)
-    originals = {path: read_knob(target, path, value) for path, value in knobs.items()}
+    originals = read_knobs(target, knobs)
     if on_originals is not None:
         on_originals(dict(originals))
     state = {p: {"original": originals[p], "requested": v} for p, v in knobs.items()}

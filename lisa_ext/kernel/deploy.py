@@ -398,7 +398,8 @@ def deploy_artefacts(target: Any, artefacts, *, method: str = "auto", label: str
         running = _kexec(shell, artefacts, cmdline, load, lambda old: _wait_ssh_shell(shell, old), where)
 
     _verify(expected, running, where)
-    if reconnect is not None:
+    if reconnect is not None and method != "already-running":
+        # the old connection died with the old kernel (~5 s to re-probe the target on the board)
         reconnect.connect()
     knobs = getattr(artefacts, "knobs", None)
     provenance.update(
