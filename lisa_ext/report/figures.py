@@ -13,6 +13,8 @@ renumbered in order of first appearance after rendering.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import multiprocessing
 import os
 import re
@@ -35,6 +37,7 @@ __all__ = [
     "figure_name",
     "iteration_dots_figure",
     "latency_cdf_figure",
+    "load_holoviews",
     "metric_bars_figure",
     "offline_resources",
     "render_figures",
@@ -50,7 +53,9 @@ _HASHSALT = "lisa-ext"
 _ELEMENTS = ("Bars", "Scatter", "Curve", "ErrorBars", "Labels", "Overlay")
 
 
-def _hv():
+def load_holoviews():
+    """holoviews with its bokeh and matplotlib renderers registered (options for either backend
+    can then be set), the current backend left as it was."""
     # deferred: see the note under __all__
     import holoviews as hv
 
@@ -87,7 +92,7 @@ def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
     each significant change (the test and alpha are those of the comparison);
     with ``runs`` (``variant``, ``iteration``, ``value``) every iteration is
     overlaid as a dot."""
-    hv = _hv()
+    hv = load_holoviews()
     df = cmp_block[["variant", "mean", "ci_low", "ci_high", "is_baseline", "significant",
                     "too_few"]].copy()
     df["status"] = [_status(r) for r in df.to_dict("records")]
@@ -117,7 +122,7 @@ def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
 
 def iteration_dots_figure(runs: pd.DataFrame, title: str, ylabel: str):
     """Every iteration's value per variant: ``runs`` has ``variant``, ``iteration``, ``value``."""
-    hv = _hv()
+    hv = load_holoviews()
     dots = _both(hv.Scatter(runs, kdims=["variant"], vdims=["value", "iteration"]),
                  title=title, ylabel=ylabel, xlabel="", xrotation=15)
     return dots.opts(size=7, tools=["hover"], backend="bokeh")
@@ -126,7 +131,7 @@ def iteration_dots_figure(runs: pd.DataFrame, title: str, ylabel: str):
 def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF",
                        unit: str = "us"):
     """Empirical CDF per variant; ``latencies`` has ``variant`` and ``latency``."""
-    hv = _hv()
+    hv = load_holoviews()
     curves = {}
     for variant in dict.fromkeys(latencies["variant"]):
         values = np.sort(latencies.loc[latencies["variant"] == variant, "latency"].to_numpy(float))
@@ -141,7 +146,7 @@ def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF
 
 def residency_figure(residency: pd.DataFrame, title: str, state_label: str):
     """Stacked bars of % time per state and variant; columns ``variant``, ``state``, ``pct``."""
-    hv = _hv()
+    hv = load_holoviews()
     df = residency.copy()
     df["state"] = df["state"].astype(str)
     state = hv.Dimension("state", label=state_label)
@@ -155,7 +160,7 @@ def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.Dat
     excerpt shows them: ``panels`` maps a y label to (frame, column), each frame
     with ``time`` (ms), ``cpu`` and that column (e.g. frequency in kHz, idle
     state, running task); ``wakeups`` has ``time`` (ms), drawn as dashed lines."""
-    hv = _hv()
+    hv = load_holoviews()
     layout = []
     for ylabel, (frame, column) in panels.items():
         if frame is None or frame.empty:
@@ -180,7 +185,7 @@ def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.Dat
 
 def export(obj, stem: Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 100) -> list[Path]:
     """Render ``obj`` with matplotlib and write ``stem.png`` / ``stem.svg``."""
-    hv = _hv()
+    hv = load_holoviews()
     # deferred: matplotlib (~1 s) only when a figure is drawn
     import matplotlib
 
@@ -240,7 +245,7 @@ def offline_resources():
 
 def export_html(objs: Iterable, path: Path, title: str) -> Path:
     """All figures in one self-contained interactive HTML page (bokeh, inline JS)."""
-    hv = _hv()
+    hv = load_holoviews()
     # deferred: see the note under __all__
     from bokeh.embed import file_html
     from bokeh.layouts import column
@@ -265,21 +270,30 @@ def figure_name(*parts: str) -> str:
 @dataclass(frozen=True)
 class FigureSpec:
     """A figure still to draw: ``builder`` names a ``*_figure`` function of this
-    module, called with ``args`` / ``kwargs`` (frames, strings, numbers). Keeping
-    the recipe instead of the holoviews object lets a report find its figures in
-    the cache without importing holoviews at all."""
+    module, or ``"package.module:function"`` (a study's own figure), called with
+    ``args`` / ``kwargs`` (frames, strings, numbers). Keeping the recipe instead of
+    the holoviews object lets a report find its figures in the cache without
+    importing holoviews at all."""
 
     name: str
     builder: str
     args: tuple
     kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def _function(self):
+        module, _, function = self.builder.rpartition(":")
+        return getattr(importlib.import_module(module), function) if module else globals()[function]
+
     def build(self):
-        return globals()[self.builder](*self.args, **self.kwargs)
+        return self._function()(*self.args, **self.kwargs)
 
     def key(self, *options: Any) -> str:
-        """Hash of the data, the options, this module's code and the plotting libraries."""
-        return digest(_code_version(), self.builder, self.args, self.kwargs, *options)
+        """Hash of the data, the options, the code drawing it and the plotting libraries."""
+        module = self.builder.rpartition(":")[0]
+        # a study's builder module is hashed from its spec's origin: no import needed to find it
+        origin = importlib.util.find_spec(module).origin if module else None
+        code = code_digest([Path(origin)]) if origin else ""
+        return digest(_code_version(), code, self.builder, self.args, self.kwargs, *options)
 
 
 _CODE_VERSION: list[str] = []

@@ -23,7 +23,7 @@ import pandas as pd
 
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import campaign_metrics
-from lisa_ext.report.figures import export, residency_figure
+from lisa_ext.report.figures import FigureSpec, render_figures, residency_figure
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.studies.energy import df_run_power
 from lisa_ext.studies.rfc import rows_from_metrics, variant_table
@@ -107,8 +107,10 @@ def plot_idle_residency(residency: pd.DataFrame, workload: str, state_names: dic
 
 def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: str | os.PathLike,
                                state_names: dict[int, str] | None = None) -> Path:
-    """:func:`plot_idle_residency` written as ``out_dir/idle-residency-<workload>.png``."""
+    """:func:`plot_idle_residency` written as ``out_dir/idle-residency-<workload>.png``, from the
+    report's figure cache when the same frame was drawn before (a re-render draws nothing)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return export(plot_idle_residency(residency, workload, state_names),
-                  out / f"idle-residency-{workload}", formats=("png",))[0]
+    spec = FigureSpec(f"idle-residency-{workload}", f"{__name__}:plot_idle_residency",
+                      (residency[residency["workload"] == workload].reset_index(drop=True), workload, state_names))
+    return render_figures([spec], out, formats=("png",))[0]

@@ -22,13 +22,13 @@ import os
 import re
 from pathlib import Path
 
-import holoviews as hv
 import numpy as np
 import pandas as pd
 
 from lisa_ext.analysis.idle_wakeups import wakeups_from_idle
 from lisa_ext.campaign.store import Run, read_campaign
-from lisa_ext.report.figures import export_html
+from lisa_ext.report.cache import cached_frame, code_digest
+from lisa_ext.report.figures import FigureSpec, load_holoviews, render_figures
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.studies.rfc import variant_table
 from lisa_ext.studies.runs import per_run_analysis
@@ -161,14 +161,14 @@ def timeline_frames(campaign_dir: str | os.PathLike, variant: str, workload: str
     return steps, sw
 
 
-def timeline_figure(campaign_dir: str | os.PathLike, workload: str = "ebizzy-40pct",
-                    variants: tuple[str, ...] = ("without", "with")):
-    """The RFC's excerpt as a timeline (its sample is from the 40 % runs): per variant, the
-    ebizzy CPU's frequency (MHz, steps) and when ebizzy runs (``sched_switch``), from 30 ms
-    before to 40 ms after one wake-up from idle (time 0, dashed)."""
+def timeline_figure(frames: tuple[tuple[str, pd.DataFrame, pd.DataFrame], ...], workload: str):
+    """The RFC's excerpt as a timeline (its sample is from the 40 % runs): per
+    ``(variant, steps, switches)`` of :func:`timeline_frames`, the ebizzy CPU's frequency (MHz,
+    steps) and when ebizzy runs (``sched_switch``), from 30 ms before to 40 ms after one wake-up
+    from idle (time 0, dashed)."""
+    hv = load_holoviews()
     panels = []
-    for variant in variants:
-        steps, sw = timeline_frames(campaign_dir, variant, workload)
+    for variant, steps, sw in frames:
         top = float(steps["mhz"].max()) if len(steps) else 1.0
         freq = hv.Curve(steps, "time", "mhz", label="frequency (MHz)")
         running = hv.Curve(sw.assign(level=sw[COMM] * top * 0.25), "time", "level",
@@ -182,9 +182,31 @@ def timeline_figure(campaign_dir: str | os.PathLike, workload: str = "ebizzy-40p
 
 
 def timeline_page(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
-                  workload: str = "ebizzy-40pct") -> Path:
-    """:func:`timeline_figure` as a self-contained interactive page ``out_dir/timeline.html``."""
+                  workload: str = "ebizzy-40pct", variants: tuple[str, ...] = ("without", "with")) -> Path:
+    """:func:`timeline_figure` as a self-contained interactive page ``out_dir/timeline.html``;
+    frames and page come from the report's caches when the traces and this code are unchanged."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return export_html([timeline_figure(campaign_dir, workload)], out / "timeline.html",
-                       f"{STUDY}: frequency around a wake-up, {workload}")
+    frames = tuple((variant, *_cached_timeline_frames(campaign_dir, variant, workload)) for variant in variants)
+    spec = FigureSpec("timeline", f"{__name__}:timeline_figure", (frames, workload))
+    page = out / "timeline.html"
+    render_figures([spec], out, html=page, title=f"{STUDY}: frequency around a wake-up, {workload}", formats=())
+    return page
+
+
+def _cached_timeline_frames(campaign_dir: str | os.PathLike, variant: str,
+                            workload: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    run = next((r for r in _traced_runs(campaign_dir) if (r.variant, r.workload) == (variant, workload)), None)
+    if run is None:
+        raise ValueError(f"{campaign_dir}: no traced run of {variant} / {workload}")
+    computed: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+
+    def part(i: int) -> pd.DataFrame:
+        if not computed:
+            computed.append(timeline_frames(campaign_dir, variant, workload))
+        return computed[0][i]
+
+    parts = ("ondemand-bursty-timeline", code_digest([Path(__file__)]), variant, workload)
+    return (cached_frame(Path(run.trace), (*parts, "steps"), lambda: part(0)),
+            cached_frame(Path(run.trace), (*parts, "switches"), lambda: part(1)))
+

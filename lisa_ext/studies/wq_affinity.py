@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import holoviews as hv
 import numpy as np
 import pandas as pd
 
@@ -27,7 +26,7 @@ from lisa_ext.analysis.platform import Platform, parse_cpu_list
 from lisa_ext.campaign.store import Run, read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
-from lisa_ext.report.figures import export
+from lisa_ext.report.figures import export, load_holoviews
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.trace import load_trace
 
@@ -160,6 +159,7 @@ def df_kcryptd_locality(campaign_dir: str | os.PathLike) -> pd.DataFrame:
 
 def plot_kcryptd_locality(campaign_dir: str | os.PathLike):
     """Bars of :func:`df_kcryptd_locality`: per scope, one bar per load."""
+    hv = load_holoviews()
     table = df_kcryptd_locality(campaign_dir)
     tidy = table.rename_axis(columns="load").stack().rename("pct").reset_index()
     scope = hv.Dimension("scope", values=list(table.index))
