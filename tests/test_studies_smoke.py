@@ -10,7 +10,6 @@ be filled at smoke size too (the smoke: sections are sized for that).
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import subprocess
 import sys
@@ -28,16 +27,11 @@ from workload_tools import install_built_tools
 pytestmark = pytest.mark.vboard
 
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
-#: Smoke minutes on the board measured in one CI run on this 2-core machine: teo-util 3,
-#: iowait-boost 7.5, ondemand-bursty 9, idle-gating ~12, wq-affinity ~14 (each run spends
-#: 15-45 s of SSH round trips to the TCG guest around a few seconds of workload). With the
-#: first kernel build and rootfs of a fresh machine, all five do not fit CI's 90 minutes:
-#: `make test` runs the first two, `make test-studies` (LISA_EXT_ALL_STUDIES=1) all five.
-QUICK_STUDIES = ["teo-util", "iowait-boost"]
-LONG_STUDIES = ["ondemand-bursty", "idle-gating", "wq-affinity"]
-_LONG = pytest.mark.skipif(os.environ.get("LISA_EXT_ALL_STUDIES") != "1",
-                           reason="long smoke study: run with make test-studies (LISA_EXT_ALL_STUDIES=1)")
-STUDIES = QUICK_STUDIES + [pytest.param(name, marks=_LONG) for name in LONG_STUDIES]
+#: Smoke minutes on the board in one CI run from an empty cache on this 2-core machine (the whole
+#: `.ci/run`: 66.6 min, first kernel build 10.5 min included): iowait-boost 6.4, idle-gating 6.4,
+#: wq-affinity 5.6, ondemand-bursty 4.3, teo-util 3.2. A run's `meta.json` `phases_s` shows where
+#: its time goes (mostly the reboot between kernel variants and trace-cmd starting/stopping).
+STUDIES = ["teo-util", "iowait-boost", "ondemand-bursty", "idle-gating", "wq-affinity"]
 #: what no executed notebook may show (fixed at the cause, never silenced)
 NOISE = re.compile(r"Traceback|Warning:|WARNING|ERROR|DeprecationWarning|RuntimeWarning")
 
