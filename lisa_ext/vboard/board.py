@@ -253,9 +253,11 @@ class VirtualBoard:
             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
             "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=6",
             # One SSH connection shared by every command: a new handshake costs the TCG
-            # guest ~1.5 s of CPU, a command over the shared one ~0.15 s. The connection
+            # guest ~1.3 s of CPU, a command over the shared one ~0.15 s. The connection
             # (and its socket) goes away with QEMU, so a rebooted board gets a fresh one.
-            "-o", "ControlMaster=auto", "-o", f"ControlPath={self.run_dir / 'ssh-mux.sock'}",
+            # %C hashes host, port and user (one socket per board); a socket path must stay
+            # under ~100 bytes, which one inside a user's cache directory may not.
+            "-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/lisa-ext-ssh-%C",
             "-o", "ControlPersist=300",
             "-t" if tty else "-T",
             "root@127.0.0.1",
