@@ -135,11 +135,26 @@ def timeline_frames(campaign_dir: str | os.PathLike, variant: str, workload: str
                     before_ms: float = 30.0, after_ms: float = 40.0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Around the wake-up from idle in the middle of the first traced run of ``variant`` /
     ``workload``: the ebizzy CPU's frequency steps (``time`` ms from the wake-up, ``mhz``) and
-    its ``sched_switch`` rows (``time``, ``prev_comm``, ``next_comm``, ``ebizzy`` 1 = running)."""
+    its ``sched_switch`` rows (``time``, ``prev_comm``, ``next_comm``, ``ebizzy`` 1 = running).
+    Both are kept in the report's trace-frame cache: a re-render does not load the trace."""
     run = next((r for r in _traced_runs(campaign_dir) if (r.variant, r.workload) == (variant, workload)), None)
     if run is None:
         raise ValueError(f"{campaign_dir}: no traced run of {variant} / {workload}")
-    trace = load_trace(run.trace)
+    computed: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+
+    def part(i: int) -> pd.DataFrame:  # one trace load for both frames
+        if not computed:
+            computed.append(_timeline_frames_of(Path(run.trace), before_ms, after_ms))
+        return computed[0][i]
+
+    parts = ("ondemand-bursty-timeline", code_digest([Path(__file__)]), before_ms, after_ms)
+    return (cached_frame(Path(run.trace), (*parts, "steps"), lambda: part(0)),
+            cached_frame(Path(run.trace), (*parts, "switches"), lambda: part(1)))
+
+
+def _timeline_frames_of(trace_path: Path, before_ms: float,
+                        after_ms: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    trace = load_trace(trace_path)
     switches, freq = trace.df_event("sched_switch"), trace.df_event("cpu_frequency")
     wakeups = wakeups_from_idle(switches, freq, COMM)
     # a wake-up in the middle of the run, past the ramp-up of the first bursts
@@ -187,26 +202,8 @@ def timeline_page(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     frames and page come from the report's caches when the traces and this code are unchanged."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    frames = tuple((variant, *_cached_timeline_frames(campaign_dir, variant, workload)) for variant in variants)
+    frames = tuple((variant, *timeline_frames(campaign_dir, variant, workload)) for variant in variants)
     spec = FigureSpec("timeline", f"{__name__}:timeline_figure", (frames, workload))
     page = out / "timeline.html"
     render_figures([spec], out, html=page, title=f"{STUDY}: frequency around a wake-up, {workload}", formats=())
     return page
-
-
-def _cached_timeline_frames(campaign_dir: str | os.PathLike, variant: str,
-                            workload: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    run = next((r for r in _traced_runs(campaign_dir) if (r.variant, r.workload) == (variant, workload)), None)
-    if run is None:
-        raise ValueError(f"{campaign_dir}: no traced run of {variant} / {workload}")
-    computed: list[tuple[pd.DataFrame, pd.DataFrame]] = []
-
-    def part(i: int) -> pd.DataFrame:
-        if not computed:
-            computed.append(timeline_frames(campaign_dir, variant, workload))
-        return computed[0][i]
-
-    parts = ("ondemand-bursty-timeline", code_digest([Path(__file__)]), variant, workload)
-    return (cached_frame(Path(run.trace), (*parts, "steps"), lambda: part(0)),
-            cached_frame(Path(run.trace), (*parts, "switches"), lambda: part(1)))
-
