@@ -60,6 +60,11 @@ def live_fio_trace() -> str:
     return _live()
 
 
+def live_fio_ios(path: str) -> int:
+    """How many reads fio did for the live trace at ``path`` (fio's own report)."""
+    return ref.live_fio_ios(path)
+
+
 @functools.lru_cache(maxsize=None)
 def reference_events(path: str):
     return ref.report_events(path)

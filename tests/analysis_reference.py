@@ -11,6 +11,7 @@ Also records small live traces for the tests (root, tracefs, trace-cmd, fio).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -313,8 +314,14 @@ def live_capability() -> str | None:
     return None
 
 
+#: what the live fio run is made to cause, whatever the host's load: this many O_DIRECT 4k reads,
+#: each followed by a 2 ms think time, which fio sleeps (nanosleep) and is woken from
+LIVE_FIO_IOS = 300
+
+
 def record_fio_trace() -> Path:
-    """A ~1 s fio psync O_DIRECT randread trace, recorded once per process."""
+    """A fio psync O_DIRECT randread trace of :data:`LIVE_FIO_IOS` reads, recorded once per
+    process; fio's JSON report is beside it (:func:`live_fio_ios`)."""
     out_dir = Path(tempfile.gettempdir()) / f"lisa-ext-analysis-tests-{os.getpid()}"
     trace = out_dir / "fio.dat"
     if trace.exists():
@@ -324,10 +331,12 @@ def record_fio_trace() -> Path:
     cmd = ["trace-cmd", "record", "--no-filter", "-d", "-B", instance, "-b", "4096", "-o", str(trace)]
     for e in LIVE_EVENTS:
         cmd += ["-e", e]
+    # a fixed number of reads, not a fixed time: a busy host makes the run longer, never smaller
     cmd += ["--", "fio", "--name=t", f"--filename={out_dir / 'fiofile'}", "--size=16M", "--rw=randread",
-            "--bs=4k", "--ioengine=psync", "--direct=1", "--runtime=1", "--time_based", "--rate_iops=1000"]
+            "--bs=4k", "--ioengine=psync", "--direct=1", f"--number_ios={LIVE_FIO_IOS}", "--thinktime=2000",
+            "--runtime=60", "--output-format=json", f"--output={out_dir / 'fio.json'}"]
     try:
-        subprocess.run(cmd, capture_output=True, timeout=120)
+        subprocess.run(cmd, capture_output=True, timeout=180)
     finally:
         try:
             os.rmdir(f"/sys/kernel/tracing/instances/{instance}")
@@ -337,6 +346,12 @@ def record_fio_trace() -> Path:
     if not trace.exists() or trace.stat().st_size == 0:
         raise RuntimeError(f"trace-cmd record wrote no trace: {' '.join(cmd)}")
     return trace
+
+
+def live_fio_ios(trace: Path) -> int:
+    """How many reads fio reports for the live trace at ``trace`` (its JSON report)."""
+    report = json.loads((Path(trace).parent / "fio.json").read_text())
+    return sum(job["read"]["total_ios"] for job in report["jobs"])
 
 
 def juno_text_with_idle_misses(path, out) -> dict:

@@ -5,7 +5,7 @@ service times (live fio trace, shared fio trace), time-weighted frequency
 import math
 
 import analysis_reference as ref
-from analysis_loaders import FIO, JUNO, SURFACEFLINGER, fast_trace, lisa_trace, live_fio_trace, reference_events, require_shared
+from analysis_loaders import FIO, JUNO, SURFACEFLINGER, fast_trace, lisa_trace, live_fio_ios, live_fio_trace, reference_events, require_shared
 
 
 def close(a, b):
@@ -40,17 +40,20 @@ def test_live_trace_lisa_loader():
     path = live_fio_trace()
     trace = lisa_trace(path)
     tasks = check_tasks(trace, path)
-    # the input is really IO-bound: fio left the CPU uninterruptibly (D) over 100 times
+    # the input is really IO-bound: every read fio reports went to the device as a request,
+    # and fio waited for I/O uninterruptibly (D)
+    ios = live_fio_ios(path)
+    assert ios == ref.LIVE_FIO_IOS
     d_sleeps = sum(1 for e in reference_events(path) if e.name == "sched_switch"
                    and e.f["prev_comm"] == "fio" and int(e.f["prev_state"]) & 0x2)
-    assert d_sleeps > 100
+    assert d_sleeps > 0
     # An iowait sleep is counted when the task is switched back in. On a quiet machine this
     # host's kernel (a Firecracker guest with its own scheduler patches) leaves most
     # idle -> task switches untraced (seen: 1983 switch-outs, 34 switch-ins of fio), so
     # only the equality with the reference above is exact; here at least one must be seen.
     assert any(t["comm"] == "fio" and t["iowait_count"] > 0 for t in tasks.values())
     devices = check_devices(trace, path)
-    assert sum(d["requests"] for d in devices.values()) > 100
+    assert sum(d["requests"] for d in devices.values()) >= ios
 
 
 def test_juno_frequency_lisa_loader():

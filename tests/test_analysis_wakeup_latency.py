@@ -6,17 +6,17 @@ import math
 import pytest
 
 import analysis_reference as ref
-from analysis_loaders import FIO, JUNO, fast_trace, lisa_trace, live_fio_trace, reference_events, require_shared
+from analysis_loaders import FIO, JUNO, fast_trace, lisa_trace, live_fio_ios, live_fio_trace, reference_events, require_shared
 from lisa_ext.analysis.wakeup_latency import STAT_COLUMNS
 
 
-def check_against_reference(trace, path):
+def check_against_reference(trace, path, min_latencies):
     expected = ref.wakeup_latencies(reference_events(path), "sched_waking")
     ana = trace.ana.wakeup_latency
     assert ana.wakeup_event() == "sched_waking"
     got = ana.df_wakeup_latency_stats()
     assert sorted(got.index) == sorted(expected)
-    assert sum(len(e["latencies"]) for e in expected.values()) > 100
+    assert sum(len(e["latencies"]) for e in expected.values()) >= min_latencies
     for pid, e in expected.items():
         want = ref.stats(e["latencies"])
         row = got.loc[pid]
@@ -34,7 +34,15 @@ def check_against_reference(trace, path):
 
 def test_live_trace_lisa_loader():
     path = live_fio_trace()
-    expected = check_against_reference(lisa_trace(path), path)
+    # fio was made to sleep once per read (its think time): each of those is a wake-up of fio
+    ios = live_fio_ios(path)
+    assert ios == ref.LIVE_FIO_IOS
+    wakings = sum(1 for e in reference_events(path) if e.name == "sched_waking" and e.f["comm"] == "fio")
+    assert wakings >= ios
+    # A latency needs the woken task's switch-in too, and this host's kernel (a Firecracker
+    # guest) leaves most idle -> task switches untraced when it is quiet: how many latencies
+    # there are depends on the host's load, so only their equality with the reference is exact.
+    expected = check_against_reference(lisa_trace(path), path, min_latencies=1)
     fio = [pid for pid, e in expected.items() if e["comm"] == "fio"]
     assert fio, "the fio task must have been woken"
     ana = lisa_trace(path).ana.wakeup_latency
@@ -44,7 +52,7 @@ def test_live_trace_lisa_loader():
 
 def test_shared_fio_trace_fast_loader():
     require_shared(FIO)
-    check_against_reference(fast_trace(str(FIO)), str(FIO))
+    check_against_reference(fast_trace(str(FIO)), str(FIO), min_latencies=100)
 
 
 def test_trace_without_wakeup_events_is_lisas_error():
