@@ -24,6 +24,7 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
 from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
+from lisa_ext.vboard.board import target_conf_overrides
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
 __all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance", "llc_domains",
@@ -117,6 +118,8 @@ def connect(path: str | os.PathLike):
     lisa_target = import_lisa("lisa.target")
     conf = lisa_target.TargetConf.from_yaml_map(os.fspath(path))
     pinned, alias = _host_key_pin(doc)
+    if pinned is not None:
+        conf.add_src("vboard of this cache", target_conf_overrides())
     if conf.get("kind") == "linux":
         hostkeys.check_host_key(conf.get("host"), conf.get("port") or 22, pinned=pinned, alias=alias)
     target = lisa_target.Target.from_conf(conf)

@@ -29,6 +29,7 @@ __all__ = [
     "VirtualBoard",
     "RunningKernel",
     "default_target_conf_path",
+    "target_conf_overrides",
 ]
 
 log = logging.getLogger(__name__)
@@ -320,3 +321,13 @@ class VirtualBoard:
         except OSError:
             return "(no serial log)"
         return "\n".join(text.splitlines()[-lines:])
+
+
+def target_conf_overrides() -> dict:
+    """What a target config of the board takes from the board of the current cache rather than
+    from its file: the key that cache authorised and the port its board listens on (the
+    configured one while it is down). Two caches' boards then need no edited copy of the file."""
+    board = VirtualBoard()
+    state = board.status()
+    port = state["ssh_port"] if state else board.settings.ssh_port
+    return {"keyfile": str(rootfs.ssh_key_path()), **({"port": port} if port else {})}
