@@ -31,6 +31,7 @@ from lisa_ext.campaign.runner import CampaignRunner
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import read_campaign
 from lisa_ext.compat import quiet_lisa_logs
+from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
 from lisa_ext.report.explore import explorer_page, use_bokeh
@@ -199,17 +200,9 @@ def _local_kernel_manager() -> type:
     return LocalKernelManager
 
 
-def _skip_iri_format_checker() -> None:
-    """Keep jsonschema (imported by nbformat, hence papermill and nbconvert) from importing
-    rfc3987_syntax, whose IRI grammar is built at import: 1.65 s of a 2.3 s papermill import.
-    It only serves the "iri" formats, which no notebook schema uses; a process that imported
-    it already keeps it."""
-    sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: ImportError on import
-
-
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
-    _skip_iri_format_checker()
+    skip_iri_format_checker()
     # deferred: see the note under __all__
     import nbformat
     import papermill
@@ -230,7 +223,7 @@ _LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
 
 def export_notebook(nb, out_html: Path) -> Path:
     """An executed notebook (``nbformat`` node) as one offline HTML page."""
-    _skip_iri_format_checker()
+    skip_iri_format_checker()
     # deferred: see the note under __all__
     from nbconvert import HTMLExporter
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from lisa_ext.errors import UserError
 from lisa_ext.trace import read_trace, tracedat
 from lisa_ext.trace.tracedat import MAGIC, TraceDatReader, count_events, read_tracedat
+from lisa_ext.trace.cache import parquet_options
 from lisa_ext.trace.strip import shrink_trace
 
 __all__ = ["register", "convert", "stats", "event_file_name"]
@@ -72,15 +73,6 @@ def _prepare_out_dir(out: Path) -> None:
         raise UserError(f"{out}: directory is not empty and holds no earlier conversion; choose a new one")
 
 
-def _write_options(table, compression: str) -> dict:
-    # Dictionaries pay off for strings (comms repeat); zstd level 1 is ~2x faster than the default level.
-    options = {"compression": compression,
-               "use_dictionary": [f.name for f in table.schema if str(f.type) == "string"]}
-    if compression == "zstd":
-        options["compression_level"] = 1
-    return options
-
-
 def _tracedat_passes(reader, events) -> list[list[str]]:
     """Events to decode per pass: two passes (heaviest events first) on large
     uncompressed files, so that writing the first overlaps decoding the second."""
@@ -119,7 +111,7 @@ def convert(path: str | os.PathLike, out_dir: str | os.PathLike, events=None,
 
         def write(tables, event):
             table = tables.tables[event]
-            pq.write_table(table, out / files[event], **_write_options(table, compression))
+            pq.write_table(table, out / files[event], **parquet_options(table, compression))
 
         if _is_tracedat(path):
             reader = TraceDatReader(path)
