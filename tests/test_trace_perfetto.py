@@ -70,7 +70,8 @@ def test_v7_run_through_the_command(tmp_path):
     decoded = decode(out)
     expected = _check_events(V7_RUN / "trace.dat", decoded)
     assert expected["file_version"] == 7 and decoded.num_cpus == 4
-    latencies = load_trace(V7_RUN / "trace.dat").ana.wakeup_latency.df_all_wakeup_latencies()
+    trace = load_trace(V7_RUN / "trace.dat")
+    latencies = trace.ana.wakeup_latency.df_all_wakeup_latencies()
     tasks = decoded.track_names("wake-up latency")
     assert len(tasks) == latencies["pid"].nunique()
     slices = [s for name, found in decoded.slices.items() if name.startswith("wake-up latency/")
@@ -79,6 +80,10 @@ def test_v7_run_through_the_command(tmp_path):
     # each slice spans its wake-up's latency (to the ns)
     durations = sorted(end - begin for begin, end in slices)
     assert durations == sorted(np.rint(latencies["latency"].to_numpy() * 1e9).astype(int).tolist())
+    # work items: one slice per executed item, on the CPU that ran it
+    items = trace.ana.wq_placement.df_work_items().dropna(subset=["duration"])
+    assert decoded.track_names("work items") == sorted(f"CPU{c}" for c in items["exec_cpu"].unique())
+    assert sum(len(v) for k, v in decoded.slices.items() if k.startswith("work items/")) == len(items)
 
 
 def test_findings_on_a_juno_trace(tmp_path):

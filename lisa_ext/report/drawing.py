@@ -82,7 +82,8 @@ def _mpl_axes(rows: int = 1, height: float | None = None):
     # deferred: see the note under __all__
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(_PANEL[0], (height or _PANEL[1]) * rows))
+    # laid out once, tight, when saved: no separate cropping pass per file format
+    fig = Figure(figsize=(_PANEL[0], (height or _PANEL[1]) * rows), layout="tight")
     axes = fig.subplots(rows, 1, squeeze=False)[:, 0]
     for ax in axes:
         ax.spines["top"].set_visible(False)
@@ -170,7 +171,6 @@ def mpl_timeline(panels: dict, wakeups: pd.DataFrame, title: str):
         if n == 0:
             ax.set_title(title)
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.subplots_adjust(hspace=0.45)
     return fig
 
 
@@ -192,8 +192,8 @@ def _bokeh(x_range=None, **kwargs):
     width, height = _BOKEH_SIZE
     if x_range is not None:
         kwargs["x_range"] = x_range
-    fig = figure(width=width, height=height, tools="pan,wheel_zoom,box_zoom,reset,save,hover",
-                 **kwargs)
+    # holoviews' tools but box zoom (an overlay of its own: each model costs serialising)
+    fig = figure(width=width, height=height, tools="pan,wheel_zoom,reset,save,hover", **kwargs)
     fig.toolbar.logo = None
     return fig
 

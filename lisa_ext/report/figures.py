@@ -191,8 +191,10 @@ def export(obj, stem: Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 
         plt.close(fig)
 
 
-def _save(fig, stem: Path, formats: Sequence[str], dpi: int) -> list[Path]:
-    """Write a matplotlib figure as ``stem.<format>``, byte-stably (no dates, fixed SVG ids)."""
+def _save(fig, stem: Path, formats: Sequence[str], dpi: int, crop: bool = True) -> list[Path]:
+    """Write a matplotlib figure as ``stem.<format>``, byte-stably (no dates, fixed SVG ids);
+    ``crop``: to the tight bounding box of what is drawn (one more drawing per format),
+    else the figure as laid out."""
     # deferred: matplotlib (~1 s) only when a figure is drawn
     import matplotlib
 
@@ -201,7 +203,8 @@ def _save(fig, stem: Path, formats: Sequence[str], dpi: int) -> list[Path]:
         for fmt in formats:
             path = stem.with_suffix(f".{fmt}")
             metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-            fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata, bbox_inches="tight")
+            fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata,
+                        bbox_inches="tight" if crop else None)
             written.append(path)
     return written
 
@@ -318,7 +321,9 @@ def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
         written = []
         if files and spec.builder in drawing.MPL:
             # the report's own figures: matplotlib straight from the frames (lisa_ext.report.drawing)
-            written = _save(drawing.MPL[spec.builder](*spec.args, **spec.kwargs), stem, files, dpi)
+            # laid out tight when drawn (lisa_ext.report.drawing): no cropping pass per format
+            written = _save(drawing.MPL[spec.builder](*spec.args, **spec.kwargs), stem, files, dpi,
+                            crop=False)
         elif files:
             written = export(spec.build(), stem, files, dpi)
         if ITEM in formats and not (cache / f"{key}.{ITEM}").exists():

@@ -15,6 +15,9 @@ events the trace lacks is left out, with a note):
     ending at the wake-up), and per CPU schedutil's IO-wait boosts
     (``df_iowait_boost_events``, Android's ``sugov_set_iowait_boost``): a counter
     of the boost when the event has a numeric one, else an instant per event;
+``work items``
+    per CPU, a slice per work item it executed, named by its function and the CPU
+    it was queued on (``trace.ana.wq_placement.df_work_items``);
 ``gated idle``
     per CPU, a slice per idle period the idle-gating patch gates
     (``trace.ana.idle_gating.df_idle_periods``, ``marked``), named by its state;
@@ -129,6 +132,15 @@ def _iowait(trace) -> list[Track]:
     return tracks
 
 
+def _work_items(trace) -> list[Track]:
+    df = trace.ana.wq_placement.df_work_items()
+    df = df[df["duration"].notna()]
+    return [Track(f"CPU{int(cpu)}", "slice", pd.DataFrame({
+        "ts": _ns(g.index.to_numpy(float) + g["latency"].to_numpy(float)), "dur": _ns(g["duration"]),
+        "name": g["function"].astype(str) + " (queued on CPU" + g["queue_cpu"].astype(str) + ")"}),
+        group="work items") for cpu, g in _per(df, "exec_cpu")]
+
+
 def _gated_idle(trace, marked: str | None) -> list[Track]:
     df = trace.ana.idle_gating.df_idle_periods(marked)
     df = df[df["marked"] & df["duration"].notna()]
@@ -167,6 +179,7 @@ def findings_tracks(path: str | os.PathLike, model: EnergyModel | None = None,
     kinds = [("idle misses", lambda: _idle_misses(trace)),
              ("wake-up latency", lambda: _wakeup_latency(trace)),
              ("iowait", lambda: _iowait(trace)),
+             ("work items", lambda: _work_items(trace)),
              ("gated idle", lambda: _gated_idle(trace, marked))]
     if model is not None:
         kinds.append(("power", lambda: _power(trace, model)))
@@ -198,7 +211,10 @@ def export_perfetto(source: str | os.PathLike, out: str | os.PathLike, *, findin
     :param model: power model for the power/energy counters (an
         :class:`~lisa_ext.energy_model.EnergyModel` or a model file); default
         the one the run recorded.
-    :param marked: comm prefixes of latency-sensitive tasks for ``gated idle``
+    :param marked: comm prefixes of latency-sensitive tasks for ``work items``
+    per CPU, a slice per work item it executed, named by its function and the CPU
+    it was queued on (``trace.ana.wq_placement.df_work_items``);
+``gated idle``
         (default: the idle-gating analysis's).
     :returns: :func:`lisa_ext.trace.perfetto.write_pftrace`'s summary plus ``notes``.
     """
