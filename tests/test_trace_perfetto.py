@@ -134,3 +134,19 @@ def test_bad_source_is_one_line(tmp_path):
                            str(tmp_path / "x.pftrace")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "trace.dat" in proc.stderr
+
+
+def test_perfetto_link_carries_the_file(tmp_path, monkeypatch):
+    """The link study pages show: the file itself (a data: URI) under its name, and how to open it."""
+    import base64
+    import re
+
+    from lisa_ext.report.perfetto import perfetto_link
+
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "cache"))
+    html = perfetto_link(V7_RUN, tmp_path / "out", "board_run", findings=False)
+    assert 'download="board_run.pftrace"' in html and "ui.perfetto.dev" in html
+    data = base64.b64decode(re.search(r'href="data:application/octet-stream;base64,([^"]+)"', html)[1])
+    assert data == (tmp_path / "out" / "board_run.pftrace").read_bytes()
+    again = perfetto_link(V7_RUN, tmp_path / "again", "board_run", findings=False)
+    assert again == html  # from the report cache, same bytes

@@ -82,8 +82,7 @@ def _mpl_axes(rows: int = 1, height: float | None = None):
     # deferred: see the note under __all__
     from matplotlib.figure import Figure
 
-    # laid out once, tight, when saved: no separate cropping pass per file format
-    fig = Figure(figsize=(_PANEL[0], (height or _PANEL[1]) * rows), layout="tight")
+    fig = Figure(figsize=(_PANEL[0], (height or _PANEL[1]) * rows))
     axes = fig.subplots(rows, 1, squeeze=False)[:, 0]
     for ax in axes:
         ax.spines["top"].set_visible(False)

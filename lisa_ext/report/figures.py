@@ -321,9 +321,10 @@ def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
         written = []
         if files and spec.builder in drawing.MPL:
             # the report's own figures: matplotlib straight from the frames (lisa_ext.report.drawing)
-            # laid out tight when drawn (lisa_ext.report.drawing): no cropping pass per format
-            written = _save(drawing.MPL[spec.builder](*spec.args, **spec.kwargs), stem, files, dpi,
-                            crop=False)
+            fig = drawing.MPL[spec.builder](*spec.args, **spec.kwargs)
+            # laid out tight once, instead of a cropping pass per file format (a third less)
+            fig.tight_layout()
+            written = _save(fig, stem, files, dpi, crop=False)
         elif files:
             written = export(spec.build(), stem, files, dpi)
         if ITEM in formats and not (cache / f"{key}.{ITEM}").exists():

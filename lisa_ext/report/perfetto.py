@@ -48,25 +48,14 @@ import pandas as pd
 from lisa_ext.energy_model import EnergyModel, load_model, model_from_dict
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache
+from lisa_ext.report.explore import trace_file
 from lisa_ext.trace import read_trace
 from lisa_ext.trace.perfetto import Track, write_pftrace
 
-__all__ = ["PERFETTO_UI", "export_perfetto", "findings_tracks", "perfetto_link", "run_model",
-           "trace_file"]
+__all__ = ["PERFETTO_UI", "export_perfetto", "findings_tracks", "perfetto_link", "run_model"]
 
 #: where the file is opened (drag and drop, or "Open trace file"); it is read in the browser
 PERFETTO_UI = "https://ui.perfetto.dev"
-
-
-def trace_file(source: str | os.PathLike) -> Path:
-    """The trace of ``source``: a trace file, or a run directory holding ``trace.dat``."""
-    path = Path(source)
-    if path.is_dir():
-        path = path / "trace.dat"
-    if not path.is_file():
-        raise UserError(f"{path}: no trace here: expected a trace file (trace.dat, text, systrace) "
-                        f"or a run directory holding trace.dat")
-    return path
 
 
 def run_model(source: str | os.PathLike) -> EnergyModel | None:
