@@ -303,9 +303,11 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
 
 def _prefetch(campaign: Campaign, opts: ReportOptions, scratch: Path) -> figs.Prefetch:
     """Start drawing the figures that need no trace (the runs' own metrics) in another
-    process, while this one analyses the traces (LISA's import alone takes seconds)."""
-    if not opts.traces or (opts.jobs or os.cpu_count() or 1) < 2 or not any(
-            run.trace is not None for run in campaign.ok_runs):
+    process, while this one analyses the traces (LISA's import alone takes seconds); not
+    when every trace's findings are cached (nothing to overlap with)."""
+    traced = [run.trace for run in campaign.ok_runs if run.trace is not None]
+    if not opts.traces or (opts.jobs or os.cpu_count() or 1) < 2 or not traced or (
+            opts.cache and all(report_cache.has_findings(t) for t in traced)):
         return figs.Prefetch(None)
     try:
         metrics = metrics_frame(campaign)
