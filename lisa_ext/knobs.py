@@ -37,7 +37,7 @@ __all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "active_value", "a
 _GLOB_CHARS = "*?["
 #: what a knob path may hold: a glob is expanded by the target's shell, unquoted, so no
 #: character that shell would read as anything but a file name or a glob
-_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+$")
+_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+\Z")
 
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
 _FLAG = re.compile(r"[A-Z][A-Z0-9_]*")

@@ -23,7 +23,7 @@ from lisa_ext import hostkeys
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
-from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
+from lisa_ext.schema import Field, argument_problem, check_mapping, in_bounds, load_yaml, type_names
 from lisa_ext.vboard.board import target_conf_overrides
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
@@ -36,11 +36,11 @@ _EXTRA_SCHEMA = {
     "reset-command": Field((str,), "host shell command that power-cycles or resets the board "
                            "(a lab's PDU or relay), run when the board is lost mid-run"),
     "reset-timeout-s": Field((int, float), "seconds to wait for the board after a reset (default 600)",
-                             check=positive),
+                             bounds=(1, 86_400)),
     "probe-interval-s": Field((int, float), "seconds between health probes during a run (default 5)",
-                              check=positive),
+                              bounds=(0.1, 3_600)),
     "probe-misses": Field((int,), "failed probes in a row that mean the board is lost (default 3)",
-                          check=lambda v: None if v >= 1 else "must be at least 1"),
+                          bounds=(1, 1_000)),
 }
 
 
@@ -67,6 +67,26 @@ def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
                             f"({kd.help}), got {value!r}") from None
 
 
+#: target-conf keys that reach an ssh or adb command line as one word
+_ARGUMENT_KEYS = {"host": "a host name or address", "username": "a user name", "device": "an adb serial"}
+
+
+def _check_arguments(path: Path, conf: dict) -> None:
+    """Refuse a host, user name or adb serial that a program would read as an option or that a
+    shell would split: a user name starting with ``-`` became ``-oProxyCommand=...`` on ssh's
+    command line and ran a command on this machine."""
+    for key, what in _ARGUMENT_KEYS.items():
+        if conf.get(key) is not None:
+            problem = argument_problem(conf[key], what)
+            if problem is None and key == "host" and "@" in conf[key]:
+                problem = f"{conf[key]!r} holds '@'; put the user name in target-conf.username"
+            if problem:
+                raise SpecError(path, f"target-conf.{key}", problem)
+    port = conf.get("port")
+    if port is not None and not (isinstance(port, int) and in_bounds(port, 1, 65_535)):
+        raise SpecError(path, "target-conf.port", f"expected a TCP port from 1 to 65535, got {port!r}")
+
+
 def check_target_conf(path: str | os.PathLike) -> dict:
     """Validate a target config file against LISA's structure; return it as plain data."""
     path = Path(path).resolve()
@@ -79,6 +99,7 @@ def check_target_conf(path: str | os.PathLike) -> dict:
             raise SpecError(path, str(key), f"unknown key; allowed here: {', '.join(_TOP_KEYS)}")
     lisa_target = import_lisa("lisa.target")
     _check_level(path, doc["target-conf"], lisa_target.TargetConf.STRUCTURE, "target-conf")
+    _check_arguments(path, doc["target-conf"])
     if "platform-info" in doc:
         platinfo = import_lisa("lisa.platforms.platinfo")
         _check_level(path, doc["platform-info"], platinfo.PlatformInfo.STRUCTURE, "platform-info")
