@@ -67,14 +67,15 @@ def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
                             f"({kd.help}), got {value!r}") from None
 
 
-#: target-conf keys that reach an ssh or adb command line as one word
-_ARGUMENT_KEYS = {"host": "a host name or address", "username": "a user name", "device": "an adb serial"}
+#: target-conf keys that reach an ssh or adb command line (or a target shell) as one word
+_ARGUMENT_KEYS = {"host": "a host name or address", "username": "a user name", "device": "an adb serial",
+                  "workdir": "a directory path"}
 
 
 def _check_arguments(path: Path, conf: dict) -> None:
-    """Refuse a host, user name or adb serial that a program would read as an option or that a
-    shell would split: a user name starting with ``-`` became ``-oProxyCommand=...`` on ssh's
-    command line and ran a command on this machine."""
+    """Refuse a host, user name, adb serial or working directory that a program would read as an
+    option or that a shell would split: a user name starting with ``-`` became
+    ``-oProxyCommand=...`` on ssh's command line and ran a command on this machine."""
     for key, what in _ARGUMENT_KEYS.items():
         if conf.get(key) is not None:
             problem = argument_problem(conf[key], what)

@@ -370,6 +370,7 @@ def test_campaign_checks_its_kernel_variants_before_running(capsys, tmp_path, gi
     ("username", "root\\n-oProxyCommand=x", "holds whitespace or a control character"),
     ("host", "root@board", "holds '@'"),
     ("port", 70000, "expected a TCP port from 1 to 65535"),
+    ("workdir", "/tmp/w\\nexec_prerun=touch {marker}", "holds whitespace or a control character"),
 ])
 def test_target_config_refuses_option_like_ssh_words(capsys, tmp_path, key, value, expected):
     marker = tmp_path / "PWNED"
@@ -406,6 +407,13 @@ def test_fio_options_cannot_run_programs(capsys, tmp_path, options, key, expecte
                  **{"{rw: read, size: 1M, runtime: 1}": options.replace("{marker}", str(marker))})
     _campaign_refused(capsys, tmp_path, spec, f"workloads[0].options.{key}", expected)
     assert not marker.exists()
+
+
+def test_dm_crypt_backing_is_a_device_path(capsys, tmp_path):
+    """The backing device is a word of dmsetup's table, inside double quotes of the target's shell."""
+    spec = _spec(tmp_path, text=FIO_SPEC.format(target=LOCAL_TARGET),
+                 **{"runtime: 1}": f"runtime: 1}}\n    dm-crypt: {{backing: '/dev/vdb$(touch {tmp_path}/PWNED)'}}"})
+    _campaign_refused(capsys, tmp_path, spec, "workloads[0].dm-crypt.backing", "must be loop or a /dev/ path")
 
 
 @pytest.mark.parametrize("extra, key, expected", [

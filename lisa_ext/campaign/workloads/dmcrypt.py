@@ -35,6 +35,8 @@ __all__ = ["CRYPT_FLAGS", "CRYPT_SCHEMA", "CryptDevice", "WORKQUEUE_ATTRS"]
 CRYPT_FLAGS = ("same_cpu_crypt", "submit_from_crypt_cpus", "no_read_workqueue", "no_write_workqueue")
 #: writable attributes of an unbound workqueue in sysfs (kernel/workqueue.c, wq_sysfs_unbound_attrs)
 WORKQUEUE_ATTRS = ("affinity_scope", "affinity_strict", "cpumask", "max_active", "nice")
+#: a block device path: it is a word of dmsetup's table, inside the target shell's double quotes
+_DEVICE = re.compile(r"/dev/[A-Za-z0-9_.:/-]{1,200}")
 
 
 def _check_flags(value: list) -> str | None:
@@ -53,7 +55,8 @@ def _check_workqueue(value: dict) -> str | None:
 CRYPT_SCHEMA = {
     "backing": Field((str,), "'loop' (a sparse file on the target) or a scratch block device, e.g. /dev/vdb "
                      "(its data is destroyed)", True,
-                     lambda v: None if v == "loop" or v.startswith("/dev/") else "must be loop or a /dev/ path"),
+                     lambda v: None if v == "loop" or (_DEVICE.fullmatch(v) and ".." not in v.split("/"))
+                     else "must be loop or a /dev/ path of letters, digits, '_', '.', '-', ':' and '/'"),
     "size-mb": Field((int,), "size of the loop file in MiB (default 512; loop only)",
                      bounds=(1, 1 << 20)),
     "cipher": Field((str,), "dm-crypt cipher spec (default aes-xts-plain64)",

@@ -184,6 +184,10 @@ class Fio(Workload):
                 opts["directory"] = ctx.target.path.dirname(self._default_file(ctx.target))
             else:
                 opts["filename"] = self._default_file(ctx.target)
+        for key in ("filename", "directory"):
+            if _NOT_A_VALUE.search(str(opts.get(key, ""))):  # the target's working directory
+                raise WorkloadError(f"fio {key} {opts[key]!r}: a job file would read part of it as a "
+                                    "comment, the environment or another option")
         return "".join([f"[{self.name}]\n"] + [f"{k}={_job_value(v)}\n" for k, v in opts.items()])
 
     def _default_file(self, target) -> str:
