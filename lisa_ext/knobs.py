@@ -26,6 +26,7 @@ state (``NO_UTIL_EST``), and reads back as that flag's current token.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import shlex
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -38,6 +39,9 @@ _GLOB_CHARS = "*?["
 #: what a knob path may hold: a glob is expanded by the target's shell, unquoted, so no
 #: character that shell would read as anything but a file name or a glob
 _PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+\Z")
+
+#: a sysfs attribute's store() gets at most one page
+_VALUE_MAX = 4096
 
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
 _FLAG = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -67,6 +71,10 @@ def knob_problem(path: Any, value: Any) -> str | None:
                 "characters * ? [ ] only")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return f"knob {path}: value must be a string or a number, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"knob {path}: value must be a finite number, got {value!r}"
+    if len(str(value)) > _VALUE_MAX:
+        return f"knob {path}: value longer than {_VALUE_MAX} characters (a sysfs file takes one page)"
     return None
 
 

@@ -182,6 +182,17 @@ def test_plan_of_runs_is_bounded(capsys, tmp_path):
                       f"3000000 runs; a campaign has at most {MAX_RUNS}")
 
 
+@pytest.mark.parametrize("old, new, key, expected", [
+    ("  - name: a\n", f"  - name: {'a' * 65}\n", "variants[0].name (line 5)", "use 1 to 64 letters"),
+    ("  - name: a\n", "  - name: a\n    knobs: {/proc/sys/kernel/sched_rr_timeslice_ms: .inf}\n",
+     "variants[0].knobs (line 6)", "value must be a finite number"),
+    ("  - name: a\n", f"  - name: a\n    knobs: {{/proc/sys/kernel/x: {'1' * 5000!r}}}\n",
+     "variants[0].knobs (line 6)", "value longer than 4096 characters"),
+])
+def test_names_and_knob_values_are_bounded(capsys, tmp_path, old, new, key, expected):
+    _campaign_refused(capsys, tmp_path, _spec(tmp_path, **{old: new}), key, expected)
+
+
 def test_trace_events_are_bounded(capsys, tmp_path):
     events = ", ".join(["sched:sched_switch"] * 1001)
     spec = _spec(tmp_path, **{"iterations: 1": f"iterations: 1\ntrace: {{events: [{events}]}}"})

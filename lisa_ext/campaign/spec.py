@@ -36,7 +36,7 @@ from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
 from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
-from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml
+from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml, show
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.kernel.spec import load_spec as load_kernel_spec
@@ -51,13 +51,14 @@ MAX_ITERATIONS = 10_000
 MAX_RUNS = 100_000
 #: trace events of a campaign and knobs of a variant: each is a word of one target command line
 MAX_EVENTS = MAX_KNOBS = 1_000
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+#: a name becomes a directory (and a dm-crypt device's) name: short enough for both
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _EVENT_RE = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_*]+)?\Z")
 
 
 def _check_name(value: str) -> str | None:
     if not _NAME_RE.match(value):
-        return (f"{value!r} is not a valid name: use letters, digits, '_', '.', '-' "
+        return (f"{show(value)} is not a valid name: use 1 to 64 letters, digits, '_', '.', '-' "
                 "(it becomes a directory name)")
     return None
 
