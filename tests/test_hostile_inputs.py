@@ -193,6 +193,39 @@ def test_names_and_knob_values_are_bounded(capsys, tmp_path, old, new, key, expe
     _campaign_refused(capsys, tmp_path, _spec(tmp_path, **{old: new}), key, expected)
 
 
+@pytest.mark.parametrize("knob", ["/proc/sys/kernel/core_pattern", "/proc/sys/kernel/core_*",
+                                  "/proc/sys/*/modprobe", "/sys/kernel/uevent_helper", "/proc/1/mem",
+                                  "/proc/sysrq-trigger", "/proc/sys/fs/binfmt_misc/register"])
+def test_knobs_cannot_make_the_kernel_run_a_program(capsys, tmp_path, knob):
+    """``core_pattern: "|prog"`` and the other usermode-helper files run a program as root at
+    the kernel's next occasion; /proc/<pid>/ files reach other processes."""
+    spec = _spec(tmp_path, **{"  - name: a\n": f"  - name: a\n    knobs: {{{knob}: '|/bin/touch {tmp_path}/PWNED'}}\n"})
+    _campaign_refused(capsys, tmp_path, spec, "variants[0].knobs (line 6)", "the kernel runs the program")
+    kernel = _write(_kernel_tree(tmp_path) / "s" / "v.yml",
+                    f"name: v\nconfigs: [../configs/f.config]\nknobs:\n  {knob}: '|/bin/true'\n")
+    line = _cli(capsys, "kernel", "check", str(kernel))
+    assert line.startswith(f"lisa-ext kernel: error: {kernel}: knobs.{knob} (line 4): "), line
+
+
+def test_knob_writer_refuses_such_files_whatever_the_caller():
+    """The second wall, for a glob that matched one on the target or a caller without a spec
+    check: nothing is written (the shell below records every command and writes nothing)."""
+    from lisa_ext.knobs import KnobError, ShellKnobTarget, apply_knobs
+
+    class Shell:
+        commands: list[str] = []
+
+        def run(self, command, timeout=60):
+            self.commands.append(command)
+            return "/proc/sys/kernel/core_pattern\n" if command.startswith("for f in") else ""
+
+    shell = Shell()
+    for knob in ("/proc/sys/kernel/core_pattern", "/sys/kernel/debug/x*"):
+        with pytest.raises(KnobError, match="refusing to write /proc/sys/kernel/core_pattern"):
+            apply_knobs(ShellKnobTarget(shell), [(knob, "|/bin/touch /tmp/x")])
+    assert not any("printf" in c or ">" in c for c in shell.commands), shell.commands
+
+
 def test_trace_events_are_bounded(capsys, tmp_path):
     events = ", ".join(["sched:sched_switch"] * 1001)
     spec = _spec(tmp_path, **{"iterations: 1": f"iterations: 1\ntrace: {{events: [{events}]}}"})
