@@ -469,6 +469,9 @@ def test_dm_crypt_backing_is_a_device_path(capsys, tmp_path):
     ("socket-dir: '/tmp/$(touch {marker})'", "socket-dir", "expected an absolute path"),
     ("server-settings: {\"shared_buffers\\n\": 1}", "server-settings", "PostgreSQL setting name"),
     ("server-settings: {work_mem: .inf}", "server-settings", "finite number"),
+    ("server-settings: {archive_mode: 'on', archive_command: 'touch {marker}'}", "server-settings",
+     "archive_command runs a command"),
+    ("server-settings: {shared_preload_libraries: '/tmp/evil.so'}", "server-settings", "loads a library"),
 ])
 def test_pgbench_names_are_validated(capsys, tmp_path, extra, key, expected):
     marker = tmp_path / "PWNED"

@@ -45,6 +45,13 @@ _PORT = 5432
 #: a unix socket's path holds 107 bytes, the server adds "/.s.PGSQL.5432"; a comma would
 #: make PostgreSQL's unix_socket_directories a list
 _SOCKET_DIR = re.compile(r"/[A-Za-z0-9_./-]{0,79}")
+#: server settings that run a shell command, load a shared library or relocate the server's files
+#: (PostgreSQL's "Write Ahead Log: Archiving / Recovery", "Shared Library Preloading", "File Locations")
+_EXECUTING_SETTINGS = ("archive_command", "archive_library", "restore_command", "archive_cleanup_command",
+                       "recovery_end_command", "ssl_passphrase_command", "shared_preload_libraries",
+                       "local_preload_libraries", "session_preload_libraries", "dynamic_library_path",
+                       "jit_provider", "data_directory", "config_file", "hba_file", "ident_file",
+                       "external_pid_file")
 #: pgbench report line -> metric name, unit, lower_is_better
 _LINES = (
     (r"^number of transactions actually processed: (\d+)", "transactions", "count", False),
@@ -92,6 +99,8 @@ def _check_settings(value: dict) -> str | None:
             return f"{key!r}: expected a PostgreSQL setting name with a string or finite number value"
         if key in ("listen_addresses", "port", "unix_socket_directories"):
             return f"{key} is set by lisa-ext itself (private socket, no TCP)"
+        if key in _EXECUTING_SETTINGS:
+            return f"{key} runs a command, loads a library or moves the server's files; a campaign spec may not set it"
     return None
 
 
