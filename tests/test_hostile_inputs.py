@@ -412,7 +412,8 @@ def test_campaign_checks_its_kernel_variants_before_running(capsys, tmp_path, gi
     ("host", "-oProxyCommand=touch {marker}", "starts with '-'"),
     ("host", "board -oProxyCommand=x", "holds whitespace"),
     ("username", "root\\n-oProxyCommand=x", "holds whitespace or a control character"),
-    ("host", "root@board", "holds '@'"),
+    ("host", "root@board", "'@' belongs in target-conf.username"),
+    ("host", "board;touch${IFS}{marker}", "is not a host name or address"),
     ("port", 70000, "expected a TCP port from 1 to 65535"),
     ("workdir", "/tmp/w\\nexec_prerun=touch {marker}", "holds whitespace or a control character"),
 ])
@@ -428,10 +429,32 @@ def test_target_config_refuses_option_like_ssh_words(capsys, tmp_path, key, valu
     assert not marker.exists()
 
 
-def test_android_serial_cannot_be_an_option(capsys, tmp_path):
-    target = _write(tmp_path / "phone.yml", "target-conf: {kind: android, device: '-H evil'}\n")
+@pytest.mark.parametrize("device, expected", [("-H evil", "starts with '-'"),
+                                              ("x;touch${IFS}{marker}", "is not an adb serial")])
+def test_android_serial_cannot_be_an_option_or_shell_text(capsys, tmp_path, device, expected):
+    """devlib puts the serial unquoted into adb command lines it runs with a shell."""
+    marker = tmp_path / "PWNED"
+    target = _write(tmp_path / "phone.yml", f"target-conf: {{kind: android, device: '{device}'}}\n"
+                    .replace("{marker}", str(marker)))
     spec = _spec(tmp_path, text=SPEC.format(target=target))
-    _campaign_refused(capsys, tmp_path, spec, "target-conf.device: ", "starts with '-'", file=target)
+    _campaign_refused(capsys, tmp_path, spec, "target-conf.device: ", expected, file=target)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("conf, key, expected", [
+    ("devlib: {platform: {class: subprocess.Popen, args: {args: 'touch {marker}', shell: true}}}",
+     "devlib.platform.class", "is not a class of devlib.platform"),
+    ("kernel: {modules: {make-variables: {CC: 'sh -c \"touch {marker}\"'}}}",
+     "kernel.modules.make-variables.CC", "a make variable is a name and one word"),
+])
+def test_target_config_cannot_name_a_program_to_run(capsys, tmp_path, conf, key, expected):
+    """LISA imports the platform class by name and calls it with the config's arguments at
+    connect (``subprocess.Popen`` ran a command on main); make variables choose the compiler."""
+    marker = tmp_path / "PWNED"
+    target = _write(tmp_path / "host.yml", f"target-conf:\n  kind: host\n  {conf.replace('{marker}', str(marker))}\n")
+    spec = _spec(tmp_path, text=SPEC.format(target=target))
+    _campaign_refused(capsys, tmp_path, spec, f"target-conf.{key}: ", expected, file=target)
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("options, key, expected", [
