@@ -11,8 +11,9 @@ value is used: at most :data:`MAX_YAML_BYTES` of UTF-8 text, mappings and lists
 nested at most :data:`MAX_YAML_DEPTH` deep, at most :data:`MAX_YAML_VALUES`
 values once every alias is expanded (a "billion laughs" file is refused while
 it is read, not expanded), no recursive alias and no decimal number longer
-than :data:`MAX_NUMBER_DIGITS` digits. Tags are never executed (``!!python/...``
-stays data). Every number a :class:`Field` accepts has a range (:attr:`Field.bounds`).
+than :data:`MAX_NUMBER_DIGITS` digits. Explicit tags other than YAML's core types
+are refused (``!!python/...``, and LISA's ``!call:``, ``!include``, ``!env:``, ``!var``,
+which LISA's own loader of a target config would run or follow). Every number a :class:`Field` accepts has a range (:attr:`Field.bounds`).
 
 Each input is checked before anything runs; the first problem becomes a
 :class:`~lisa_ext.errors.SpecError` naming the file, the dotted key (with the
@@ -61,6 +62,8 @@ TIMEOUT_S = (1, 604_800)
 THREADS = (1, 4096)
 
 _DECIMAL = re.compile(r"[-+]?[0-9][0-9_]*")
+#: the explicit tags a spec may carry: YAML's own core types (``!!str``, ``!!int``, ...)
+_PLAIN_TAG = re.compile(r"tag:yaml\.org,2002:(str|int|float|bool|null|map|seq)")
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,10 @@ class _BoundedParser(RoundTripParser):
         return event
 
     def _count(self, event: Any) -> None:
+        tag = getattr(event, "tag", None)
+        if tag is not None and not _PLAIN_TAG.fullmatch(tag):
+            raise _Refused(event.start_mark, f"tag {tag} is not allowed: {{what}} files are plain YAML "
+                           "(LISA's loader would run !call:, read files with !include)")
         if isinstance(event, CollectionStartEvent):
             self._open.append([1, event.anchor])
             return

@@ -130,11 +130,25 @@ def test_billion_laughs_is_refused_while_read_not_expanded(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_python_tags_stay_data(capsys, tmp_path):
+def test_python_tags_are_refused(capsys, tmp_path):
     marker = tmp_path / "PWNED"
     spec = _spec(tmp_path, **{"name: t\n": f"name: t\ndescription: !!python/object/apply:os.system "
                                            f"['touch {marker}']\n"})
-    _campaign_refused(capsys, tmp_path, spec, "description (line 2)", "expected string")
+    _campaign_refused(capsys, tmp_path, spec, "line 2", "tag tag:yaml.org,2002:python/object/apply:os.system "
+                      "is not allowed: campaign spec files are plain YAML")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("tag", ["!call:subprocess.call {{args: 'touch {marker}', shell: true}}",
+                                 "!include /etc/passwd", "!env:str HOME"])
+def test_lisa_tags_in_a_target_config_are_refused(capsys, tmp_path, tag):
+    """LISA's own loader of a target config (used at connect) runs !call:, follows !include."""
+    marker = tmp_path / "PWNED"
+    target = _write(tmp_path / "host.yml", "target-conf:\n  kind: host\n  devlib:\n    platform:\n"
+                    f"      args: {tag.format(marker=marker)}\n")
+    spec = _spec(tmp_path, text=SPEC.format(target=target))
+    _campaign_refused(capsys, tmp_path, spec, "line 5: tag !", "is not allowed: target config files are plain YAML",
+                      file=target)
     assert not marker.exists()
 
 
