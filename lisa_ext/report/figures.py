@@ -311,6 +311,15 @@ def _code_version() -> str:
 ITEM = "item.json"
 
 
+def _own_builder(spec: FigureSpec) -> str | None:
+    """The name of ``spec``'s builder when it is one of this module's ``*_figure`` functions
+    (named, or the function itself), whose files lisa_ext.report.drawing draws directly."""
+    builder = spec.builder
+    if isinstance(builder, str):
+        return None if ":" in builder else builder
+    return builder.__name__ if getattr(builder, "__module__", None) == __name__ else None
+
+
 def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
                 dpi: int) -> None:
     """Draw what the cache lacks of ``spec``: ``<key>.<format>`` and, when ``ITEM`` is in
@@ -319,9 +328,10 @@ def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
     with tempfile.TemporaryDirectory(dir=cache, prefix=".draw-") as tmp:
         stem = Path(tmp) / key
         written = []
-        if files and spec.builder in drawing.MPL:
+        mpl = drawing.MPL.get(_own_builder(spec))
+        if files and mpl is not None:
             # the report's own figures: matplotlib straight from the frames (lisa_ext.report.drawing)
-            fig = drawing.MPL[spec.builder](*spec.args, **spec.kwargs)
+            fig = mpl(*spec.args, **spec.kwargs)
             # laid out tight once, instead of a cropping pass per file format (a third less)
             fig.tight_layout()
             written = _save(fig, stem, files, dpi, crop=False)
@@ -332,7 +342,7 @@ def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
             from bokeh.embed import json_item
 
             item = json_item(_bokeh_model(spec))
-            if spec.builder in drawing.BOKEH:
+            if _own_builder(spec) in drawing.BOKEH:
                 # definitions of the custom models of whatever extensions this process
                 # imported (panel's, holoviews'): our figures use bokeh's own models only,
                 # and the page must not depend on what else was imported
@@ -348,8 +358,9 @@ def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
 def _bokeh_model(spec: FigureSpec):
     """The figure of ``spec`` in figures.html: drawn by bokeh straight from the frames for
     the report's own figures, through holoviews for the others."""
-    if spec.builder in drawing.BOKEH:
-        return drawing.BOKEH[spec.builder](*spec.args, **spec.kwargs)
+    own = drawing.BOKEH.get(_own_builder(spec))
+    if own is not None:
+        return own(*spec.args, **spec.kwargs)
     hv = load_holoviews()
     sized = spec.build().opts(*[getattr(hv.opts, e)(width=760, height=340) for e in _ELEMENTS],
                               backend="bokeh", clone=True)
