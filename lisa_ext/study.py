@@ -19,7 +19,6 @@ import html
 import logging
 import os
 import re
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +30,8 @@ from lisa_ext.campaign.runner import CampaignRunner
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import read_campaign
 from lisa_ext.compat import quiet_lisa_logs
-from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.errors import UserError
+from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
 from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name

@@ -251,7 +251,6 @@ def _thread_names(tables: "TraceTables", names: list[str]) -> dict[int, str]:
         if not table.num_rows:
             continue
         ts = table.column("__timestamp").to_numpy(zero_copy_only=False).astype(np.int64)
-        # one entry per (pid, comm) run is enough: keep the rows where either changes
         pids = table.column("__pid").to_numpy(zero_copy_only=False).astype(np.int64)
         comms = table.column("__comm").to_pylist()
         note(pids.tolist(), comms, ts.tolist())
