@@ -242,10 +242,10 @@ def register(subparsers) -> None:
     x.add_argument("source", metavar="RUN_OR_TRACE", help="run directory or trace file")
     x.add_argument("--perfetto", action="store_true", required=True,
                    help="Perfetto's protobuf format (the only format so far)")
-    x.add_argument("-o", "--out", required=True, metavar="FILE.pftrace", help="output file")
+    x.add_argument("-o", "--out", required=True, metavar="FILE", help="output file (.pftrace)")
     x.add_argument("--no-findings", dest="findings", action="store_false",
                    help="events only: skip the analyses (no LISA; faster)")
-    x.add_argument("--model", metavar="MODEL.json",
+    x.add_argument("--model", metavar="MODEL",
                    help="power model for the power/energy tracks (default: the run's meter's)")
     x.add_argument("--marked", metavar="PREFIXES",
                    help="comm prefixes of latency-sensitive tasks for the gated idle track")
