@@ -11,7 +11,7 @@ tables following the column contract of :mod:`lisa_ext.trace.tables`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from lisa_ext.errors import UserError
@@ -160,8 +160,8 @@ def event_layout_problem(fmt: EventFormat, max_record: int) -> str | None:
     shorter than their fixed fields, this bounds what one record adds to the tables by the
     record's own length: a damaged format with thousands of overlapping fields is refused here.
     """
-    if fmt.unparsed_fields:
-        return f"unreadable field line {fmt.unparsed_fields[0]!r}"
+    if fmt.field_problems:
+        return fmt.field_problems[0]
     pid = fmt.field("common_pid")
     if pid is None or pid.size not in (1, 2, 4):
         return "expected a common_pid field of 1, 2 or 4 bytes"
@@ -473,6 +473,9 @@ class TraceDatReader:
                 continue
             plan_warnings[name] = []
             cols = _plan_columns(fmt, info.long_size, plan_warnings[name], info.path)
+            if _is_marker(fmt):  # an address, whatever signedness a (damaged) format gives it
+                cols = [replace(c, arrow_type=_int_type(c.size, False), signed=False) if c.name == "ip" else c
+                        for c in cols]
             if _is_bprint(fmt):
                 fmt_field = fmt.field("fmt")
                 buf_field = fmt.field("buf")

@@ -51,6 +51,8 @@ MAX_EVENT_ID = 65535
 MAX_PRINTK_FORMAT = 4096
 #: Longest field declaration parsed ("__data_loc unsigned long[] name" is ~30 characters).
 _MAX_DECL = 256
+#: Fields a format may have: real ones have at most a few dozen (40 in the shared traces).
+MAX_FIELDS = 1024
 
 
 def native():
@@ -136,13 +138,17 @@ class EventFormat:
     offset: int | None = None  # where the format is: its file offset (version 6) or its section's (version 7)
 
     @functools.cached_property
-    def fields(self) -> list[FormatField]:
+    def _parsed(self) -> tuple[list[FormatField], list[str]]:
         return _parse_fields(self.text)
 
-    @functools.cached_property
-    def unparsed_fields(self) -> list[str]:
-        """``field:`` lines that could not be read (a damaged format), at most 5."""
-        return _unparsed_fields(self.text)
+    @property
+    def fields(self) -> list[FormatField]:
+        return self._parsed[0]
+
+    @property
+    def field_problems(self) -> list[str]:
+        """Why some ``field:`` lines could not be read (a damaged format), at most 5."""
+        return self._parsed[1]
 
     @property
     def print_fmt(self) -> str:
@@ -305,26 +311,17 @@ _FIELD_RE = re.compile(
     re.ASCII,
 )
 _FIELD_LINE = re.compile(r"^[ \t]*field:[^\n]*", re.M)
-
-
+# a declaration read backwards: "]N[" then the name, so the match is anchored and linear
+_DECL_REVERSED = re.compile(r"\s*(?P<arr>\][^\[\]]*\[)?\s*(?P<name>\w*[A-Za-z_])(?!\w)", re.ASCII)
 
 
 def _split_decl(decl: str) -> tuple[str, str, str | None] | None:
     """(type, name, "[N]" or None) of a declaration such as "unsigned long addr[4]"; None if unreadable."""
-    rest = decl.rstrip()
-    arr = None
-    if rest.endswith("]"):
-        start = rest.rfind("[")
-        if start < 0:
-            return None
-        rest, arr = rest[:start].rstrip(), rest[start:]
-    end = len(rest)
-    while end > 0 and (rest[end - 1].isascii() and (rest[end - 1].isalnum() or rest[end - 1] == "_")):
-        end -= 1
-    name = rest[end:]
-    if not name or name[0].isdigit():
+    m = _DECL_REVERSED.match(decl[::-1])
+    if m is None:
         return None
-    return rest[:end].strip(), name, arr
+    arr = m["arr"][::-1] if m["arr"] else None
+    return decl[: len(decl) - m.end()].strip(), m["name"][::-1], arr
 
 
 def _array_length(expr: str) -> int:
@@ -365,15 +362,20 @@ def parse_format(text: str, system: str | None = None, offset: int | None = None
 _HUGE = 2**64
 
 
-def _parse_fields(text: str) -> list[FormatField]:
+def _parse_fields(text: str) -> tuple[list[FormatField], list[str]]:
+    """The fields of a format, and why ``field:`` lines could not be read (at most 5)."""
     fields = []
+    parsed = set()
     for m in _FIELD_RE.finditer(text):
+        if len(fields) == MAX_FIELDS:
+            return fields, [f"more than {MAX_FIELDS} fields (real formats have a few dozen)"]
         decl = " ".join(m["decl"].split())
         dynamic = decl.startswith(("__data_loc", "__rel_loc"))
         relative = decl.startswith("__rel_loc")
         split = _split_decl(decl)
         if split is None:
             continue
+        parsed.add(m.start())
         ftype, name, arr = split
         array_len = None
         if arr is not None:
@@ -398,19 +400,13 @@ def _parse_fields(text: str) -> list[FormatField]:
                 relative=relative,
             )
         )
-    return fields
-
-
-def _unparsed_fields(text: str) -> list[str]:
-    parsed = {m.start() for m in _FIELD_RE.finditer(text) if _split_decl(" ".join(m["decl"].split()))}
-    bad = []
+    unparsed = []
     for line in _FIELD_LINE.finditer(text):
-        start = line.start() + len(line[0]) - len(line[0].lstrip())
-        if start not in parsed:
-            bad.append(line[0].strip()[:80])
-            if len(bad) == 5:
+        if line.start() + len(line[0]) - len(line[0].lstrip()) not in parsed:
+            unparsed.append(f"unreadable field line {line[0].strip()[:80]!r}")
+            if len(unparsed) == 5:
                 break
-    return bad
+    return fields, unparsed
 
 
 def _parse_format_list(r: _Reader, system: str, out: dict[int, EventFormat], warnings: list[str]):

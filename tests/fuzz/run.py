@@ -17,7 +17,7 @@
 Keep a finding by copying its minimised recipe into tests/fuzz_corpus/ (the
 replay test then runs it on every ``make test``). ``--refresh-corpus`` replaces the
 corpus by the smallest set of inputs (libFuzzer ``-merge``) that keeps the coverage of
-tests/fuzz_corpus and out/fuzz/corpus together; named entries (known-*, seed-*) stay.
+tests/fuzz_corpus and out/fuzz/corpus together; named entries (found-*, known-*, seed-*) stay.
 
     .venv/bin/python tests/fuzz/run.py --seconds 600 [--out out/fuzz] [--refresh-corpus]
 """
@@ -164,23 +164,35 @@ def describe(artifact: Path) -> str:
     return "now passes: " + proc.stdout.strip()[:300]
 
 
+NAMED = re.compile(r"^(found|known|seed)-")
+
+
 def refresh_corpus(out: Path, so: Path) -> str:
-    """Replace the unnamed entries of tests/fuzz_corpus by a merge of it and ``out/corpus``."""
+    """Keep the named entries of tests/fuzz_corpus (found-*, known-*, seed-*) and replace the
+    others by the smallest set of them and of ``out/corpus`` adding coverage (libFuzzer -merge)."""
     merged = out / "merged"
     shutil.rmtree(merged, ignore_errors=True)
     merged.mkdir(parents=True)
+    named = [p for p in CORPUS.iterdir() if NAMED.match(p.name)]
+    others = [p for p in CORPUS.iterdir() if not NAMED.match(p.name)]
+    unnamed = out / "unnamed"
+    shutil.rmtree(unnamed, ignore_errors=True)
+    unnamed.mkdir()
+    for path in named:  # already in the output: merging adds only what they do not cover
+        shutil.copy(path, merged / path.name)
+    for path in others:
+        shutil.copy(path, unnamed / path.name)
     proc = subprocess.run([str(_wrapper(so)), "-merge=1", f"-timeout={TIMEOUT_S}", f"-rss_limit_mb={RSS_LIMIT_MB}",
-                           f"-malloc_limit_mb={MALLOC_LIMIT_MB}", str(merged), str(CORPUS), str(out / "corpus")],
+                           f"-malloc_limit_mb={MALLOC_LIMIT_MB}", str(merged), str(unnamed), str(out / "corpus")],
                           cwd=REPO, env=_env(so), capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"merge failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    named = re.compile(r"^(known|seed)-")
-    before = [p for p in CORPUS.iterdir() if not named.match(p.name)]
-    for path in before:
+    for path in others:
         path.unlink()
-    for path in merged.iterdir():
+    added = [p for p in merged.iterdir() if not NAMED.match(p.name)]
+    for path in added:
         shutil.copy(path, CORPUS / path.name)
-    return f"corpus refreshed: {len(before)} unnamed entries replaced by {len(list(merged.iterdir()))}"
+    return f"corpus refreshed: {len(others)} unnamed entries replaced by {len(added)} ({len(named)} named kept)"
 
 
 def main(argv=None) -> int:
