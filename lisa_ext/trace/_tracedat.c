@@ -876,6 +876,25 @@ static inline int dyn_range(const Column *col, const uint8_t *rec, uint32_t rec_
     return 0;
 }
 
+/* [start, start + len) of a variable-length column (dynamic, or the rest of the record), within
+ * what the record's other variable-length columns left of its length; start is 0 when empty. */
+static inline void var_range(const Column *col, const uint8_t *rec, uint32_t rec_len, uint32_t *var_left,
+                             uint32_t *start, uint32_t *len)
+{
+    if (col->kind == K_STR_DYN || col->kind == K_LIST_DYN) {
+        if (dyn_range(col, rec, rec_len, start, len) < 0)
+            *start = *len = 0;
+    } else {
+        *start = col->offset;
+        *len = *start < rec_len ? rec_len - *start : 0;
+    }
+    if (*len > *var_left)
+        *len = *var_left;
+    *var_left -= *len;
+    if (!*len)
+        *start = 0;
+}
+
 static int offsets_init(Vec *o);
 
 /* 16 bytes each: put_trusted copies 16 bytes at a time */
@@ -952,18 +971,7 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
             break;
         case K_STR_DYN:
         case K_STR_REST:
-            if (col->kind == K_STR_DYN) {
-                if (dyn_range(col, rec, rec_len, &start, &len) < 0)
-                    start = len = 0;
-            } else {
-                start = col->offset;
-                len = start < rec_len ? rec_len - start : 0;
-            }
-            if (len > var_left)
-                len = var_left;
-            var_left -= len;
-            if (!len)
-                start = 0;
+            var_range(col, rec, rec_len, &var_left, &start, &len);
             if (len) {
                 const uint8_t *z = memchr(rec + start, 0, len);
                 if (z)
@@ -982,17 +990,8 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
             break;
         case K_LIST_DYN:
         case K_LIST_REST:
-            if (col->kind == K_LIST_DYN) {
-                if (dyn_range(col, rec, rec_len, &start, &len) < 0)
-                    start = len = 0;
-            } else {
-                start = col->offset;
-                len = start < rec_len ? rec_len - start : 0;
-            }
-            if (len > var_left)
-                len = var_left;
-            var_left -= len;
-            r = put_list(col, rec + (len ? start : 0), len);
+            var_range(col, rec, rec_len, &var_left, &start, &len);
+            r = put_list(col, rec + start, len);
             if (r < 0)
                 return r;
             break;
