@@ -26,7 +26,7 @@ def _number(values: list, value) -> bytes:
     return bytes([values.index(value)])
 
 
-def _format_path(seed: mutations.Seed, event: str) -> tuple[int, bytes]:
+def _format_path(seed: mutations.SeedData, event: str) -> tuple[int, bytes]:
     """(index of the event's format among the seed's formats, its text)."""
     v6 = tf.parse_v6(seed.data)
     formats = [p for p in mutations._texts(v6) if p[0] in ("ftrace", "systems")]

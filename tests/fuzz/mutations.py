@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import base64
 import re
-import struct
 import sys
 import zlib
 from dataclasses import dataclass, replace
@@ -43,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tracedat_files as tf  # noqa: E402  (a sibling, not a package)
 from seeds import SEEDS, seed_paths  # noqa: E402
 
-__all__ = ["MAX_OUTPUT", "Seed", "load_seeds", "mutate", "recipe"]
+__all__ = ["MAX_OUTPUT", "SeedData", "load_seeds", "mutate", "recipe"]
 
 MAX_OUTPUT = (1 << 20) - 1
 
@@ -69,16 +68,16 @@ INFLATE = [1, 2, 64, 4096, 16384]  # pages of zeros in an inflated chunk (up to 
 
 
 @dataclass
-class Seed:
+class SeedData:
     name: str
     kind: str  # "tracedat" or "text"
     data: bytes
 
 
-def load_seeds() -> list[Seed]:
+def load_seeds() -> list[SeedData]:
     """The seeds, in the fixed order recipes index."""
     paths = seed_paths()
-    return [Seed(s.name, s.kind, paths[s.name].read_bytes()) for s in SEEDS]
+    return [SeedData(s.name, s.kind, paths[s.name].read_bytes()) for s in SEEDS]
 
 
 class _Input:
@@ -222,7 +221,7 @@ def _stream_op(v7: tf.V7, op: _Op, kind: int, header: bool) -> None:
 
 # op.kind % 32: 0-11 edit an event format, 12-17 any header text, 18-21 pages and streams,
 # 22-23 file structure, 24-31 the bytes written; bit 5 picks page headers over event data
-def _mutate_tracedat(seed: Seed, ops: list[_Op]) -> bytes:
+def _mutate_tracedat(seed: SeedData, ops: list[_Op]) -> bytes:
     version7 = seed.data[10:12] == b"7\0"
     model = tf.parse_v7(seed.data) if version7 else _copy_v6(tf.parse_v6(seed.data))
     meta = tf.v7_meta(model) if version7 else model
@@ -298,7 +297,7 @@ def _zlib_body(data: bytes) -> tuple[int, int] | None:
     return (start, end) if re.fullmatch(rb"\s*[A-Za-z0-9+/=]{64,}\s*", data[start:end]) else None
 
 
-def _mutate_text(seed: Seed, ops: list[_Op]) -> bytes:
+def _mutate_text(seed: SeedData, ops: list[_Op]) -> bytes:
     data = seed.data
     body = _zlib_body(data)
     text = zlib.decompress(base64.b64decode(data[body[0] : body[1]])) if body else data
@@ -319,7 +318,7 @@ def _mutate_text(seed: Seed, ops: list[_Op]) -> bytes:
     return _raw_ops(bytearray(text), raw, None)
 
 
-def mutate(data: bytes, seeds: list[Seed]) -> tuple[str, bytes]:
+def mutate(data: bytes, seeds: list[SeedData]) -> tuple[str, bytes]:
     """(seed name, damaged file contents) for one fuzzer input."""
     inp = _Input(data)
     seed = seeds[inp.int(1) % len(seeds)]
