@@ -326,7 +326,7 @@ def parse_text_lines(
                 if found:
                     cpus_declared = int(found.group(1))
                 continue
-            if last is not None and line and not line.startswith("#"):
+            if last is not None and line and not line.startswith("#") and len(line) <= MAX_LINE:
                 event, rows = last
                 key = _TEXT_EVENTS.get(event)
                 if key is not None and rows.fields and rows.fields[-1].get(key) is not None:
