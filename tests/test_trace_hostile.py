@@ -38,15 +38,24 @@ def seeds():
     return {name: path.read_bytes() for name, path in seed_module.seed_paths().items()}
 
 
+# Linux carries the peak RSS of a forking process over execve (exec_mmap): a CLI started straight
+# from pytest would report pytest's peak. A small interpreter starts it and reports its peak.
+_MEASURED = r"""
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _cli(*args: str, tmp_path: Path) -> tuple[int, list[str], float]:
     """(exit status, stderr lines, peak RSS in MiB) of ``lisa-ext ARGS`` in a fresh process."""
     env = {**os.environ, "LISA_EXT_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.Popen([LISA_EXT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                            cwd=tmp_path)
-    stderr = proc.stderr.read().decode()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, stderr.splitlines(), usage.ru_maxrss / 1024
+    rss = tmp_path / "peak_rss_kib"
+    proc = subprocess.run([sys.executable, "-c", _MEASURED, str(rss), LISA_EXT, *args], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    return proc.returncode, proc.stderr.splitlines(), int(rss.read_text()) / 1024
 
 
 def _one_error(lines: list[str], path: Path, pattern: str) -> re.Match:
