@@ -218,3 +218,57 @@ def test_knob_reverted_after_workload_failure(tmp_path, live_and_restore_knob):
     assert read_knob() == original
     status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
     assert "2 done, 2 failed, 0 missing" in status.stdout
+
+
+#: the CLI, with the store's journal clear turned into a SIGKILL of the runner: the moment right
+#: after a run is published (renamed into place) and before its journal is cleared
+_KILLED_AFTER_PUBLISH = """\
+import os, signal, sys
+from lisa_ext.campaign.store import Journal
+from lisa_ext.cli import main
+Journal.clear = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_kill_after_publish_keeps_the_run_and_says_so(tmp_path, live_and_restore_knob):
+    original = live_and_restore_knob
+    spec = _spec(tmp_path, "livepub", original, iterations=1, workloads="""\
+  - name: rt
+    kind: rtapp
+    duration-s: 0.3
+    tasks: {busy: {duty-cycle-pct: 20, period-ms: 10}}
+""")
+    out = tmp_path / "data"
+    killed = subprocess.run([LISA_EXT[0], "-c", _KILLED_AFTER_PUBLISH, "campaign", "run", str(spec),
+                             "--out", str(out), "--no-progress"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    first = out / "runs/base/rt/0"
+    kept = (first.stat().st_ino, (first / "result.json").read_text())
+    assert json.loads(kept[1])["status"] == "ok"
+    assert json.loads((out / ".runner-journal.json").read_text())["run"] == "base/rt/0"
+
+    resumed = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--resume", "--no-progress", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resume: kept the run base/rt/0: it was complete and published" in resumed.stderr
+    assert "discarded" not in resumed.stderr
+    assert "1 runs done, 0 failed, 1 already done" in resumed.stdout
+    assert (first.stat().st_ino, (first / "result.json").read_text()) == kept
+    assert read_knob() == original
+
+    # a truncated result.json stops neither status nor resume: the run is moved aside and redone
+    damaged = out / "runs/other/rt/0/result.json"
+    truncated = damaged.read_text()[:30]
+    damaged.write_text(truncated)
+    status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
+    assert status.returncode == 1
+    assert "1 done, 0 failed, 0 missing (of 2), 1 damaged" in status.stdout
+    again = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--resume", "--no-progress", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert (f"resume: moved the damaged run other/rt/0 aside to {out / 'quarantine/other/rt/0'}"
+            in again.stderr)
+    assert "1 runs done, 0 failed, 1 already done" in again.stdout
+    assert (out / "quarantine/other/rt/0/result.json").read_text() == truncated
+    assert json.loads(damaged.read_text())["status"] == "ok"
+    assert _lisa_ext("campaign", "status", str(out), cwd=tmp_path).returncode == 0

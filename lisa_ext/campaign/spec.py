@@ -42,7 +42,8 @@ from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.knobs import knob_problem
 
-__all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options"]
+__all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options",
+           "stored_spec_matches"]
 
 ORDERS = ("interleave", "group-by-variant")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -283,6 +284,30 @@ def _apply_android(path: Path, doc: dict) -> dict:
         raise SpecError(path, f"android.{unknown[0]}", f"cannot be replaced for Android; allowed: "
                         f"{', '.join(_ANDROID_KEYS)}")
     return {**doc, **android}
+
+
+def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True) -> bool:
+    """Whether ``stored`` (a campaign directory's spec copy, as data) is ``spec`` as applied:
+    its smoke: overrides and target included, so a smoke campaign resumes as itself.
+
+    ``legacy``: also accept the copy older versions kept of a smoke or ``--target`` campaign,
+    the spec file as written, when applying the same overrides to it gives ``spec``.
+    """
+    stored = _plain(stored)
+    if stored == spec.raw:
+        return True
+    if not legacy or not isinstance(stored, dict):
+        return False
+    try:
+        applied = _apply_smoke(spec.path, stored) if spec.smoke and "smoke" in stored else stored
+    except SpecError:
+        return False
+
+    def target(doc: dict) -> Path | None:
+        return _resolve(spec.path, doc["target"]) if isinstance(doc.get("target"), str) else None
+
+    return ({**applied, "target": None} == {**spec.raw, "target": None}
+            and target(applied) == target(spec.raw))
 
 
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,

@@ -248,7 +248,7 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
     w(f"Significance: {opts.test} test, alpha={opts.alpha:g}; fewer than 3 runs are flagged, "
       f"never starred. Mean: {opts.mean} (auto = hmean when higher is better, else amean).\n\n")
     ok, failed = campaign.ok_runs, campaign.failed_runs
-    lost = {run.label: n for run in campaign.runs if (n := trace_loss.read_run_lost(run.path))}
+    lost = {run.label: n for run in campaign.runs if (n := trace_loss.read_run_lost(run))}
     w(f"Runs: {len(ok)} ok, {len(failed)} failed"
       + (f", {len(lost)} with lost trace events" if lost else "") + ".\n\n")
     if lost:
