@@ -223,13 +223,15 @@ class CampaignRunner:
         for tool in install_cached_tools(self.target, {t for w in self.spec.workloads
                                                        for t in make_workload(w).TOOLS}):
             self.echo(f"installed {tool} on the target from the tool cache")
+        missing: dict[str, list[str]] = {}  # tool -> the workloads needing it
         for w in self.spec.workloads:
-            wl = make_workload(w)
-            for tool in wl.TOOLS:
+            for tool in make_workload(w).TOOLS:
                 tools.add(tool)
-                if self.target.which(tool) is None:
-                    problems.append(f"{tool} (workload {w.name}) is not installed on the target "
-                                    f"({missing_tool_hint(tool)})")
+                if tool in missing or self.target.which(tool) is None:
+                    missing.setdefault(tool, []).append(w.name)
+        for tool, names in missing.items():
+            problems.append(f"{tool} (workload{'s' if len(names) > 1 else ''} {', '.join(names)}) is not "
+                            f"installed on the target; {missing_tool_hint(tool, self.spec.target)}")
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")

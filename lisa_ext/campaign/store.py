@@ -307,6 +307,14 @@ class CampaignStore:
         """Whether this directory holds a campaign (a spec copy or collected runs)."""
         return self.spec_copy.is_file() or self.runs_dir.is_dir()
 
+    def has_runs(self) -> bool:
+        """Whether any run was published here."""
+        return self.runs_dir.is_dir() and any(self.runs_dir.glob("*/*/[0-9]*"))
+
+    def last_change(self) -> float:
+        """When a run was last published or moved aside here (an mtime; 0 without runs)."""
+        return max((d.stat().st_mtime for d in self.runs_dir.glob("*/*") if d.is_dir()), default=0.0)
+
     def run_dir(self, key: RunKey) -> Path:
         return self.runs_dir / key.variant / key.workload / str(key.iteration)
 
@@ -540,6 +548,8 @@ class Campaign:
     variants: list[str]
     workloads: list[str]
     runs: list[Run] = field(default_factory=list)
+    #: the spec's ``report:`` settings (baseline, test, mean, alpha), as stored
+    report_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok_runs(self) -> list[Run]:
@@ -566,12 +576,12 @@ class Campaign:
         return validate_metrics(pd.DataFrame(rows, columns=METRICS_COLUMNS), self.root)
 
 
-def _spec_names(root: Path) -> tuple[str | None, list[str], list[str]]:
-    """Name, variant names and workload names of the spec copy, leniently:
+def _spec_names(root: Path) -> tuple[str | None, list[str], list[str], dict[str, Any]]:
+    """Name, variant names, workload names and report settings of the spec copy, leniently:
     the copy is what was run, only its names and their order matter here."""
     spec = root / SPEC_COPY
     if not spec.is_file():
-        return None, [], []
+        return None, [], [], {}
     data = load_yaml(spec, "campaign spec")
     if not isinstance(data, dict):
         raise SpecError(spec, "<top>", "expected a mapping")
@@ -583,7 +593,9 @@ def _spec_names(root: Path) -> tuple[str | None, list[str], list[str]]:
         return [str(i["name"]) for i in items if isinstance(i, dict) and "name" in i]
 
     name = data.get("name")
-    return (str(name) if name else None), names("variants"), names("workloads")
+    report = data.get("report")
+    return ((str(name) if name else None), names("variants"), names("workloads"),
+            dict(report) if isinstance(report, dict) else {})
 
 
 def _ordered(seen: set[str], spec: list[str]) -> list[str]:
@@ -631,7 +643,7 @@ def read_campaign(root: str | os.PathLike, *, allow_empty: bool = False) -> Camp
     runs_dir = root / "runs"
     if not runs_dir.is_dir():
         raise UserError(f"{root}: not a campaign directory (no runs/ in it)")
-    name, spec_variants, spec_workloads = _spec_names(root)
+    name, spec_variants, spec_workloads, report = _spec_names(root)
     runs = _read_runs(root, None)
     if not runs and not allow_empty:
         raise UserError(f"{root}: the campaign has no finished runs yet")
@@ -639,7 +651,7 @@ def read_campaign(root: str | os.PathLike, *, allow_empty: bool = False) -> Camp
     workloads = _ordered({r.workload for r in runs}, spec_workloads)
     vpos, wpos = {v: i for i, v in enumerate(variants)}, {w: i for i, w in enumerate(workloads)}
     runs.sort(key=lambda r: (wpos[r.workload], vpos[r.variant], r.iteration))
-    return Campaign(name or root.name, root, variants, workloads, runs)
+    return Campaign(name or root.name, root, variants, workloads, runs, report)
 
 
 def traced_runs(campaign_dir: str | os.PathLike, variant: str | None = None,
