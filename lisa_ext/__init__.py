@@ -32,7 +32,14 @@ the kernel deploy); only :mod:`lisa_ext.cli` imports them, lazily. Inside
 cpu_util | meters | tools | tracing | workloads > health | remote | requirements | storage | trace_loss >
 store``; the runner
 writes the store, the report, stats and studies read it through
-:mod:`lisa_ext.campaign.store`.
+:mod:`lisa_ext.campaign.store`. Inside :mod:`lisa_ext.trace`: ``cli > lisa_parser > read | strip >
+cache | systrace | tracedat > bprint | text | tracedat_format > cluster | tables``.
+
+No module imports by name (``importlib.import_module``, ``'module:function'`` strings) across
+these layers, and the import graph has no cycle (``tests/test_layers.py`` checks both). The one
+registration by name is declared: :mod:`lisa_ext.analysis.registry` is the entry point
+``lisa_ext.trace_analyses`` that :mod:`lisa_ext.lisa_hook` loads when LISA builds ``trace.ana``.
+docs/architecture.md draws the whole house.
 
 Importing :mod:`lisa_ext` itself is cheap and has no side effects. LISA is
 imported plainly or through :func:`lisa_ext.compat.import_lisa`; either way

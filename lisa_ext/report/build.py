@@ -88,7 +88,7 @@ class _TraceData:
 def _collect_traces(campaign: Campaign, use_cache: bool = True,
                     scheduler: str | None = None) -> _TraceData:
     data = _TraceData([], defaultdict(list), defaultdict(list))
-    traced = [run for run in campaign.ok_runs if run.trace is not None]
+    traced = campaign.traced_runs()
     cached = {run: report_cache.load_findings(run.trace) for run in traced} if use_cache else {}
     todo = [run for run in traced if cached.get(run) is None]
     fresh = {}
@@ -206,7 +206,7 @@ def _timelines(campaign: Campaign, trace: _TraceData) -> list[figs.FigureSpec]:
                  f"{int(worst['pid'])}, {float(worst['latency']) * 1e6:.0f} us")
         if any(frame is not None and not frame.empty for frame, _ in panels.values()):
             found.append(figs.FigureSpec(figs.figure_name(workload, variant, "timeline"),
-                                         "timeline_figure", (panels, wakeups, title)))
+                                         figs.timeline_figure, (panels, wakeups, title)))
     return found
 
 
@@ -220,7 +220,7 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
         if runs["value"].isna().all():
             continue  # e.g. rt-app's perf index of a 100 % duty-cycle task: no budget, nothing to draw
         found.append(figs.FigureSpec(
-            figs.figure_name(workload, metric), "metric_bars_figure",
+            figs.figure_name(workload, metric), figs.metric_bars_figure,
             (block, f"{workload}: {first['mean_kind']} {metric}", ylabel,
              runs[["variant", "iteration", "value"]])))
     latencies = defaultdict(list)
@@ -236,7 +236,7 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
                 parts.append(pd.DataFrame({"variant": variant, "latency": q}))
         if parts:
             found.append(figs.FigureSpec(
-                figs.figure_name(workload, "wakeup_latency_cdf"), "latency_cdf_figure",
+                figs.figure_name(workload, "wakeup_latency_cdf"), figs.latency_cdf_figure,
                 (pd.concat(parts, ignore_index=True), f"{workload}: wakeup latency CDF")))
     for frame_name, label, namer, title in (
             ("idle_residency", "idle state", _idle_state_name, "idle state residency"),
@@ -244,7 +244,7 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
         pct = _residency_pct(trace.frames.get(frame_name, []), namer)
         for workload, block in pct.groupby("workload", sort=False):
             found.append(figs.FigureSpec(figs.figure_name(workload, frame_name),
-                                         "residency_figure",
+                                         figs.residency_figure,
                                          (block, f"{workload}: {title}", label)))
     found.extend(_timelines(campaign, trace))
     return found

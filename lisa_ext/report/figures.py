@@ -13,8 +13,7 @@ renumbered in order of first appearance after rendering.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import inspect
 import multiprocessing
 import os
 import re
@@ -23,7 +22,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -269,31 +268,28 @@ def figure_name(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A figure still to draw: ``builder`` names a ``*_figure`` function of this
-    module, or ``"package.module:function"`` (a study's own figure), called with
-    ``args`` / ``kwargs`` (frames, strings, numbers). Keeping the recipe instead of
-    the holoviews object lets a report find its figures in the cache without
-    importing holoviews at all."""
+    """A figure still to draw: ``builder`` is a function returning a holoviews object (a
+    ``*_figure`` function of this module, or a study's own, passed by the study itself),
+    called with ``args`` / ``kwargs`` (frames, strings, numbers). Keeping the recipe instead
+    of the holoviews object lets a report find its figures in the cache without importing
+    holoviews at all; the builder is a module-level function, so it reaches the processes
+    drawing figures by reference."""
 
     name: str
-    builder: str
+    builder: Callable[..., Any]
     args: tuple
     kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def _function(self):
-        module, _, function = self.builder.rpartition(":")
-        return getattr(importlib.import_module(module), function) if module else globals()[function]
-
     def build(self):
-        return self._function()(*self.args, **self.kwargs)
+        return self.builder(*self.args, **self.kwargs)
 
     def key(self, *options: Any) -> str:
         """Hash of the data, the options, the code drawing it and the plotting libraries."""
-        module = self.builder.rpartition(":")[0]
-        # a study's builder module is hashed from its spec's origin: no import needed to find it
-        origin = importlib.util.find_spec(module).origin if module else None
-        code = code_digest([Path(origin)]) if origin else ""
-        return digest(_code_version(), code, self.builder, self.args, self.kwargs, *options)
+        module = self.builder.__module__
+        # a study's builder is hashed from its module's source; this module's is in _code_version
+        code = "" if module == __name__ else code_digest([Path(inspect.getsourcefile(self.builder))])
+        return digest(_code_version(), code, f"{module}.{self.builder.__qualname__}", self.args,
+                      self.kwargs, *options)
 
 
 _CODE_VERSION: list[str] = []
