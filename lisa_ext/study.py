@@ -263,7 +263,8 @@ def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = T
     summary = ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target)
     if summary is not None:
         echo(summary.line())
-    report = write_report(campaign_dir, html=False)
+    # the study's own report: settings, also when --no-run renders runs made before they changed
+    report = write_report(campaign_dir, html=False, **load_spec(study.spec, check_files=False).report)
     echo(f"{study.name} report: {report}")
     return execute_notebook(study.notebook, out_html,
                             {"campaign_dir": str(Path(campaign_dir).resolve()),

@@ -11,6 +11,7 @@ from campaign_helpers import LISA_EXT, LOCAL_TARGET, REPO, write_spec
 from lisa_ext.campaign.runner import plan_runs
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.errors import SpecError
+from lisa_ext.schema import load_yaml
 from lisa_ext.target import check_target_conf
 
 GOOD = """\
@@ -167,3 +168,16 @@ def test_report_settings_are_checked(tmp_path):
         load_spec(write_spec(tmp_path / "bad.yml", GOOD + "report: {baseline: c}\n"))
     with pytest.raises(SpecError, match=r"report.alpha.*must be between 0 and 1"):
         load_spec(write_spec(tmp_path / "bad.yml", GOOD + "report: {alpha: 5}\n"))
+
+
+def test_stored_copy_matches_the_runs_not_the_report_settings(tmp_path):
+    from lisa_ext.campaign.spec import stored_spec_matches
+
+    spec = load_spec(write_spec(tmp_path / "s.yml", GOOD + "report: {mean: gmean}\n"))
+    assert stored_spec_matches(spec, {**spec.raw, "report": {"baseline": "b"}})  # reporting only
+    assert not stored_spec_matches(spec, {**spec.raw, "iterations": 3})           # other runs
+    smoke = load_spec(write_spec(tmp_path / "m.yml", GOOD + "smoke: {iterations: 1}\n"), smoke=True)
+    assert smoke.raw["iterations"] == 1 and "smoke" not in smoke.raw
+    # what older versions stored for a smoke campaign: the file as written
+    assert stored_spec_matches(smoke, load_yaml(tmp_path / "m.yml", "spec"))
+    assert not stored_spec_matches(smoke, load_yaml(tmp_path / "m.yml", "spec"), legacy=False)

@@ -187,9 +187,10 @@ class CampaignRunner:
                     raise SpecChanged(f"{self.spec.path} differs from the spec this campaign was started "
                                       f"with ({store.spec_copy}); resume with the same spec or use "
                                       "another directory")
-                # written before the copy was the spec as applied: same campaign, copy renewed
+                # the same runs: new report: settings, or a copy older versions wrote of the raw
+                # spec of a smoke campaign
                 store.write_spec_copy(_spec_text(self.spec))
-                self.echo(f"resume: rewrote {store.spec_copy} as the spec applied")
+                self.echo(f"resume: updated {store.spec_copy} to {self.spec.path} as applied (the same runs)")
         else:
             store.write_spec_copy(_spec_text(self.spec))
         self.state = store.read_state()

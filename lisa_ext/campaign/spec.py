@@ -299,17 +299,27 @@ def _apply_android(path: Path, doc: dict) -> dict:
     return {**doc, **android}
 
 
+#: top-level keys that say how runs are reported, not what runs: a campaign may change them
+#: and still resume
+_REPORTING_KEYS = ("report",)
+
+
 def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True) -> bool:
-    """Whether ``stored`` (a campaign directory's spec copy, as data) is ``spec`` as applied:
-    its smoke: overrides and target included, so a smoke campaign resumes as itself.
+    """Whether ``stored`` (a campaign directory's spec copy, as data) runs what ``spec`` as
+    applied runs: its smoke: overrides and target included, so a smoke campaign resumes as
+    itself; its ``report:`` settings aside.
 
     ``legacy``: also accept the copy older versions kept of a smoke or ``--target`` campaign,
     the spec file as written, when applying the same overrides to it gives ``spec``.
     """
     stored = _plain(stored)
-    if stored == spec.raw:
+    if not isinstance(stored, dict):
+        return False
+    raw = {k: v for k, v in spec.raw.items() if k not in _REPORTING_KEYS}
+    stored = {k: v for k, v in stored.items() if k not in _REPORTING_KEYS}
+    if stored == raw:
         return True
-    if not legacy or not isinstance(stored, dict):
+    if not legacy:
         return False
     try:
         applied = _apply_smoke(spec.path, stored) if spec.smoke and "smoke" in stored else stored
@@ -319,8 +329,7 @@ def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True)
     def target(doc: dict) -> Path | None:
         return _resolve(spec.path, doc["target"]) if isinstance(doc.get("target"), str) else None
 
-    return ({**applied, "target": None} == {**spec.raw, "target": None}
-            and target(applied) == target(spec.raw))
+    return ({**applied, "target": None} == {**raw, "target": None} and target(applied) == target(raw))
 
 
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
