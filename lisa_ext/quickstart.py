@@ -32,7 +32,6 @@ from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.stats import compare
 from lisa_ext.study import execute_notebook
-from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["KEY_METRICS", "campaign_overview", "per_run_table", "plot_key_metrics", "preflight", "register",
@@ -177,7 +176,7 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
     preflight(echo)
     spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
-    check_target_conf(spec.target)
+    spec.target_config  # a bad target config stops here, before anything runs
     if fresh and campaign_dir.exists():
         shutil.rmtree(campaign_dir)
     elif (campaign_dir / "runs").exists():

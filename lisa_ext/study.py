@@ -36,7 +36,6 @@ from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
 from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name
 from lisa_ext.studies import runs
-from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
@@ -106,7 +105,7 @@ def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
         return campaign_dir
 
     loaded = load_spec(spec, smoke=smoke, target=target)
-    check_target_conf(loaded.target)
+    loaded.target_config  # a bad target config stops here, before anything runs
     quiet_lisa_logs()
     CampaignRunner(loaded, campaign_dir, resume=True, progress=progress).run()
     return campaign_dir

@@ -7,10 +7,12 @@ console), the target is recovered, the run's kernel variant redeployed (its
 knobs are applied again by the run itself and reverted at its end, as always)
 and the run tried again, up to ``retries:`` of the campaign spec. A run that
 still fails is stored as failed with every attempt's reason; the campaign goes
-on. Recovery per kind of target:
+on. Everything is done through the campaign's target session
+(:mod:`lisa_ext.campaign.session`); how a target is brought back is its own
+(:meth:`lisa_ext.target.Target.reset`):
 
 * virtual board: stop what is left of QEMU, boot it again on the kernel the run
-  needs (:func:`lisa_ext.kernel.deploy.deploy_variant`);
+  needs;
 * Linux board: the optional ``lisa-ext: reset-command`` of its target config
   (a lab's PDU or relay command, run on this host), then wait for SSH;
 * Android: ``adb wait-for-device`` then ``adb reboot`` (implemented, untested
@@ -26,25 +28,17 @@ campaign continues with the other variants.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from lisa_ext.campaign import health
-from lisa_ext.campaign.store import JOURNAL_NAME, RunKey, RunResult, write_json
+from lisa_ext.campaign.store import RunKey, RunResult, write_json
 from lisa_ext.campaign.workloads import make_workload
 from lisa_ext.campaign.tools import install_cached_tools
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.deploy import deploy_variant
-from lisa_ext.target import is_virtual_board, target_extras
-from lisa_ext.vboard import qemu
-from lisa_ext.vboard.board import VirtualBoard
 
 __all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot"]
 
@@ -69,49 +63,36 @@ class CampaignFaults:
     retries: int = 1
     interval_s: float = 5.0
     misses: int = 3
-    reset_command: str | None = None
-    reset_timeout_s: float = 600.0
     attempts: dict = field(default_factory=dict)   # RunKey -> [attempt records]
     broken: dict = field(default_factory=dict)     # variant name -> why it did not boot
     last_good_kernel: Path | None = None
     recoveries: list = field(default_factory=list)  # seconds each recovery took
-    is_board: bool = False
     _watchdog: health.TargetWatchdog | None = None
-    _main_conn: Any = None  # the runner's own connection: what the watchdog closes when the target is lost
 
     @classmethod
     def for_campaign(cls, runner) -> "CampaignFaults":
         """Settings from the spec (``retries``) and the target config's ``lisa-ext:`` mapping."""
-        extras = target_extras(runner.spec.target)
+        extras = runner.spec.target_config.extras
         return cls(runner, retries=runner.spec.retries,
                    interval_s=float(extras.get("probe-interval-s", 5.0)),
-                   misses=int(extras.get("probe-misses", 3)),
-                   reset_command=extras.get("reset-command"),
-                   reset_timeout_s=float(extras.get("reset-timeout-s", 600.0)),
-                   is_board=is_virtual_board(runner.spec.target))
+                   misses=int(extras.get("probe-misses", 3)))
 
-    # -- what kind of target -------------------------------------------------
-
-    def _is_board(self) -> bool:
-        return self.is_board
-
-    def _board_object(self):
-        return VirtualBoard()
+    @property
+    def session(self):
+        return self.runner.session
 
     def console_tail(self) -> str | None:
-        return self._board_object().serial_tail(_CONSOLE_LINES) if self._is_board() else None
+        return self.session.console_tail(_CONSOLE_LINES)
 
     # -- one run ----------------------------------------------------------------
 
     def run(self, key: RunKey, attempt: Callable[[], RunResult]) -> RunResult:
         """Run ``attempt`` under the watchdog; on a lost target recover and try again."""
         for number in range(1, self.retries + 2):
-            probe = (health.board_probe(self._board_object()) if self._is_board()
-                     else health.devlib_probe(self.runner.target))
-            self._main_conn = self.runner.target.conn
+            probe = self.session.probe
             self._watchdog = health.TargetWatchdog(
                 probe, interval_s=self.interval_s, misses=self.misses,
-                on_lost=lambda _reason: health.close_connection(self._main_conn))
+                on_lost=lambda _reason: self.session.interrupt())
             started = time.monotonic()
             try:
                 with self._watchdog:
@@ -188,11 +169,7 @@ class CampaignFaults:
             raise VariantDidNotBoot(self.broken[variant.name])
         with self._watchdog.paused() if self._watchdog is not None else contextlib.nullcontext():
             try:
-                if self._is_board() and not self._board_object().is_up():
-                    # nothing to switch from (the board is down): boot the variant, then reconnect
-                    result = self._boot_board(variant.kernel)
-                else:
-                    result = do_deploy()
+                result = do_deploy()
             except Exception as exc:
                 reason = f"kernel variant {variant.name} did not boot: {type(exc).__name__}: {exc}"
                 tail = self.console_tail()
@@ -203,7 +180,6 @@ class CampaignFaults:
                 if self.last_good_kernel is not None:
                     self.recover(self.last_good_kernel, cleanup=False)
                 raise VariantDidNotBoot(reason) from None
-            self._main_conn = self.runner.target.conn  # deploy reconnected the runner's target
         self.last_good_kernel = variant.kernel
         return result
 
@@ -217,32 +193,11 @@ class CampaignFaults:
         """
         started = time.monotonic()
         runner = self.runner
-        if self._is_board():
-            if kernel is None:
-                raise UserError("the virtual board was lost and the campaign names no kernel variant "
-                                "to boot it again; restart it (lisa-ext vboard up) and --resume")
-            board = self._board_object()
-            pid = qemu.running_pid(board.pidfile)
-            if pid is not None:
-                # a lost board: no clean shutdown to wait for (a hung QEMU answers neither SSH nor QMP)
-                os.kill(pid, signal.SIGKILL)
-            board.down()
-            runner._deployed_kernel = (kernel, self._boot_board(kernel))
-        else:
-            self._reset_board()
-            self._reconnect()
-            if kernel is not None:
-                runner._deployed_kernel = (kernel, deploy_variant(runner.target, kernel))
-        self._main_conn = runner.target.conn
+        self.session.recover(kernel)
         if not cleanup:
             return self._took(started)
-        # the journal of the lost attempt: leftover processes, trace instance, remote files; the
-        # knobs went with the reboot (restoring them now could fail on a file that reads back differently)
-        journal = runner.store.root / JOURNAL_NAME
-        if journal.exists():
-            data = json.loads(journal.read_text() or "{}")
-            data["knobs"] = {}
-            write_json(journal, data)
+        # the journal of the lost attempt: leftover processes, trace instance, remote files
+        self.session.forget_knobs()
         runner._recover()
         runner.store.remove_partial_runs()
         # the board comes back on a fresh disk: the binaries the user built are reinstalled
@@ -256,43 +211,6 @@ class CampaignFaults:
         self.recoveries.append(took)
         self.runner.echo(f"target recovered in {took:.0f} s")
         return took
-
-    def _boot_board(self, kernel: Path) -> dict:
-        result = deploy_variant(self._board_object(), kernel, method="boot")
-        self._reconnect()
-        return result
-
-    def _reconnect(self) -> None:
-        """Reconnect the runner's target object (the run holds it) and reinstall devlib's tools."""
-        deadline = time.monotonic() + self.reset_timeout_s
-        while True:
-            try:
-                self.runner.target.connect()
-                self.runner.target.setup()
-                return
-            except Exception as exc:  # noqa: BLE001 -- devlib raises its own errors while booting
-                if time.monotonic() > deadline:
-                    raise UserError(f"the target did not come back within {self.reset_timeout_s:.0f} s: "
-                                    f"{exc}") from None
-                time.sleep(5)
-
-    def _reset_board(self) -> None:
-        target = self.runner.target
-        if getattr(target, "os", None) == "android":
-            serial = getattr(getattr(target, "conn", None), "device", None)
-            adb = ["adb"] + (["-s", serial] if serial else [])
-            for step in (adb + ["wait-for-device"], adb + ["reboot"], adb + ["wait-for-device"]):
-                subprocess.run(step, capture_output=True, timeout=self.reset_timeout_s, check=False)
-            return
-        if not self.reset_command:
-            log.info("no lisa-ext: reset-command in %s: waiting for the target to come back by itself",
-                     self.runner.spec.target)
-            return
-        proc = subprocess.run(self.reset_command, shell=True, capture_output=True, text=True,
-                              timeout=self.reset_timeout_s)
-        if proc.returncode != 0:
-            raise UserError(f"{self.runner.spec.target}: lisa-ext.reset-command exited with "
-                            f"{proc.returncode}: {(proc.stderr or proc.stdout).strip()}")
 
     def figures(self) -> dict:
         return {"attempts_lost": sum(len(a) for a in self.attempts.values()),

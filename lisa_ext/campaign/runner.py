@@ -12,12 +12,13 @@ v1 v2 v1 v2 ..., so slow drift of the machine spreads evenly over variants) or
 expensive to switch such as kernels; iterations stay interleaved across
 workloads within a variant).
 
-Crash safety: before touching the target the runner writes a journal
-(``.runner-journal.json``) with the original knob values, the trace instance,
-and the pid and start time of every process it starts. If the runner is killed
-(even with SIGKILL), the next ``run`` reads the journal, kills what is left,
-removes the instance, restores the knobs and discards the partial run, which is
-then run again; finished runs are never touched.
+Crash safety: the target session (:mod:`lisa_ext.campaign.session`) journals
+every change a run makes on the target before making it (``.runner-journal.json``:
+the original knob values, the trace instance, the pid and start time of every
+process it starts). If the runner is killed (even with SIGKILL), the next ``run``
+has the session undo what the journal records (kill what is left, remove the
+instance, restore the knobs) and discards the partial run, which is then run
+again; finished runs are never touched.
 """
 
 from __future__ import annotations
@@ -42,14 +43,14 @@ from tqdm import tqdm
 
 from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import meters, recovery, remote, requirements, storage, trace_loss, tracing
+from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
 from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, Metric, RunKey, RunResult, write_json
 from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.deploy import deploy_variant
-from lisa_ext.target import connect, kernel_provenance, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.target import kernel_provenance, platform_provenance, tool_versions, tracefs_root
 
 __all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
 
@@ -101,45 +102,20 @@ class RunSummary:
     recovered: list[str]
 
 
-class _Journal:
-    """What the current run has changed on the target, persisted before each change."""
+class _JournalFile:
+    """The session's undo journal in the campaign directory (:data:`JOURNAL_NAME`)."""
 
-    def __init__(self, path: Path, target):
+    def __init__(self, path: Path):
         self.path = path
-        self.target = target
-        self.data: dict = {}
 
-    def begin(self, key: RunKey, tmp: Path, remote_dir: str, instance: str) -> None:
-        self.data = {"run": str(key), "tmp": str(tmp), "remote_dir": remote_dir,
-                     "instance": instance, "knobs": {}, "processes": [],
-                     "runner_pid": os.getpid(), "started": _now()}
-        self._save()
+    def read(self) -> dict | None:
+        return json.loads(self.path.read_text() or "{}") if self.path.exists() else None
 
-    def set_knobs(self, originals: dict) -> None:
-        self.data["knobs"] = originals
-        self._save()
-
-    def add_cleanup(self, command: str) -> None:
-        self.data.setdefault("cleanups", []).append(command)
-        self._save()
-
-    def add_pid(self, pid: int) -> None:
-        self.data["processes"].append({"pid": pid, "starttime": _process_starttime(self.target, pid)})
-        self._save()
+    def write(self, data: dict) -> None:
+        write_json(self.path, data)
 
     def clear(self) -> None:
-        self.data = {}
         self.path.unlink(missing_ok=True)
-
-    def _save(self) -> None:
-        write_json(self.path, self.data)
-
-
-def _process_starttime(target, pid: int) -> str | None:
-    # field 22 of /proc/<pid>/stat: tells a leftover process from a later one reusing its pid
-    out = target.execute(f"cut -d' ' -f22 /proc/{int(pid)}/stat 2>/dev/null || true",
-                         check_exit_code=False).strip()
-    return out or None
 
 
 class CampaignRunner:
@@ -153,12 +129,12 @@ class CampaignRunner:
         self.resume = resume
         self.progress = progress
         self.echo = echo or (lambda msg: print(msg, file=sys.stderr))
-        self.target = None
+        self.session: TargetSession | None = None
+        self.target = None  # the session's LISA target: workloads, tracing, tool installs
         self.tracefs: str | None = None
         self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
-        self._deployed_kernel: tuple[Path | None, object] = (None, None)
         self._lock_fd: int | None = None
         self._target_lock_fd: int | None = None
 
@@ -199,7 +175,8 @@ class CampaignRunner:
     # -- target ---------------------------------------------------------------
 
     def _connect(self) -> None:
-        self.target = connect(self.spec.target)
+        self.session = TargetSession.open(self.spec.target_config, _JournalFile(self.store.root / JOURNAL_NAME))
+        self.target = self.session.lisa
         problems = []
         if self.spec.trace is not None:
             self.tracefs = tracefs_root(self.target)
@@ -227,11 +204,11 @@ class CampaignRunner:
                     problems.append(f"{tool} (workload {w.name}) is not installed on the target "
                                     f"({missing_tool_hint(tool)})")
         for v in self.spec.variants:
-            for p in _knobs.check_knobs(self.target, v.knobs):
+            for p in _knobs.check_knobs(self.session.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
         if self.spec.requires and not any(v.kernel for v in self.spec.variants):
             problems += requirements.unmet_requirements(self.spec.requires,
-                                                        requirements.platform_facts(self.target))
+                                                        requirements.platform_facts(self.session.target))
         try:
             self.meter = meters.open_meter(self.target, self.spec.energy, str(self.spec.target))
         except UserError as exc:
@@ -243,33 +220,12 @@ class CampaignRunner:
         self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
 
     def _recover(self) -> list[str]:
-        """Undo what a killed runner left on the target; returns what was done."""
-        done = []
-        journal_path = self.store.root / JOURNAL_NAME
-        if not journal_path.exists():
-            return done
-        data = json.loads(journal_path.read_text() or "{}")
-        for proc in data.get("processes", []):
-            pid = int(proc["pid"])
-            if proc.get("starttime") and _process_starttime(self.target, pid) == proc["starttime"]:
-                remote.kill_leftover(self.target, pid)
-                done.append(f"killed leftover process group {pid}")
-        for command in data.get("cleanups", []):
-            self.target.execute(command, as_root=True, check_exit_code=False)
-            done.append(f"ran cleanup: {command}")
-        if data.get("instance") and self.tracefs:
-            tracing.remove_instance(self.target, self.tracefs, data["instance"])
-        failures = _knobs.revert_knobs(self.target, data.get("knobs", {}))
-        if failures:
-            raise UserError("could not restore knobs left by the interrupted runner: " + "; ".join(failures))
-        if data.get("knobs"):
-            done.append("restored " + ", ".join(f"{p}={v}" for p, v in data["knobs"].items()))
-        if data.get("remote_dir"):
-            self.target.execute(f"rm -rf {remote.quote(data['remote_dir'])}", as_root=True,
-                                check_exit_code=False)
-        if data.get("run"):
-            done.append(f"discarded the partial run {data['run']}")
-        journal_path.unlink()
+        """Undo what a killed runner (or a lost run) left on the target; returns what was done."""
+        run = (self.session.journal.read() or {}).get("run")
+        done = self.session.undo()
+        if run:
+            done.append(f"discarded the partial run {run}")
+        self.session.end()
         return done
 
     # -- one run ----------------------------------------------------------------
@@ -277,21 +233,20 @@ class CampaignRunner:
     def _deploy_kernel(self, variant: VariantSpec):
         if variant.kernel is None:
             return None
-        if self._deployed_kernel[0] == variant.kernel:
-            return self._deployed_kernel[1]
+        if self.session.kernel == variant.kernel:
+            return self.session.deploy(variant.kernel)
 
-        result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
-        self._deployed_kernel = (variant.kernel, result)
+        result = self.faults.deploy(variant, lambda: self.session.deploy(variant.kernel))
         if self.spec.requires:
             problems = requirements.unmet_requirements(self.spec.requires,
-                                                       requirements.platform_facts(self.target))
+                                                       requirements.platform_facts(self.session.target))
             if problems:
                 raise requirements.RequirementError(
                     f"{self.spec.path}: kernel variant {variant.kernel.name} on {self.spec.target.name}: "
                     + "; ".join(problems))
         return result
 
-    def _run_one(self, key: RunKey, index: int, journal: _Journal) -> RunResult:
+    def _run_one(self, key: RunKey, index: int) -> RunResult:
         spec = self.spec
         variant = next(v for v in spec.variants if v.name == key.variant)
         wspec = variant.workload(next(w for w in spec.workloads if w.name == key.workload))
@@ -301,7 +256,9 @@ class CampaignRunner:
         remote_dir = target.path.join(target.working_directory, "lisa-ext", spec.name,
                                       f"{key.variant}.{key.workload}.{key.iteration}")
         instance = f"{tracing.INSTANCE_PREFIX}{os.getpid()}"
-        journal.begin(key, tmp, remote_dir, instance)
+        self.session.begin(remote_dir, run=str(key), tmp=str(tmp))
+        if self._traced_run(key):
+            self.session.note_instance(self.tracefs, instance)
         target.execute(f"rm -rf {remote.quote(remote_dir)} && mkdir -p {remote.quote(remote_dir)}",
                        as_root=True)
         meta: dict = {
@@ -316,7 +273,7 @@ class CampaignRunner:
             "campaign_state": {k: v for k, v in self.state.items() if k.startswith(("rtapp", "ebizzy"))},
             "start": _now(),
         }
-        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state, journal.add_cleanup)
+        ctx = RunContext(target, remote_dir, tmp, self.session.note_pid, self.state, self.session.note_cleanup)
         status, error, metrics = "ok", None, []
         fatal: BaseException | None = None
         t0 = time.monotonic()
@@ -326,15 +283,15 @@ class CampaignRunner:
             if variant.kernel is not None:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
             knobs_from = time.monotonic()
-            with _knobs.applied_knobs(target, variant.knobs, on_originals=journal.set_knobs) as knob_state:
+            with self.session.applied_knobs(variant.knobs) as knob_state:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
-                    meta["kernel"] = kernel_provenance(target)
+                    meta["kernel"] = kernel_provenance(self.session.target)
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
-                    metrics = self._traced(workload, ctx, meta, instance, journal)
+                    metrics = self._traced(workload, ctx, meta, instance)
                 except BaseException:
                     # the run's own error is the one to record: a cleanup failing after it
                     # (often because of it) is kept beside it, not raised over it
@@ -367,7 +324,7 @@ class CampaignRunner:
         write_json(tmp / "meta.json", meta)
         write_json(tmp / "result.json", result.to_json())
         self.store.commit_run(tmp, key)
-        journal.clear()
+        self.session.end()
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
@@ -376,7 +333,7 @@ class CampaignRunner:
         trace = self.spec.trace
         return trace is not None and trace.traces(key.workload, key.iteration)
 
-    def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
+    def _traced(self, workload, ctx: RunContext, meta: dict, instance: str) -> list[Metric]:
         trace = self.spec.trace
 
         def run_workload() -> list[Metric]:
@@ -396,7 +353,7 @@ class CampaignRunner:
         tracing_from = time.monotonic()
         with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
-                               buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
+                               buffer_size_kb=trace.buffer_size_kb, on_pid=self.session.note_pid):
             _add_phase(meta, "tracing", tracing_from)
             metrics = run_workload()
             tracing_from = time.monotonic()
@@ -417,10 +374,7 @@ class CampaignRunner:
         Only for the local host (an flock, released by the kernel even on SIGKILL); campaigns
         on remote targets are not serialised.
         """
-        # deferred: devlib takes ~1.3 s and `lisa-ext campaign status` imports this module
-        from devlib import LocalLinuxTarget
-
-        if not isinstance(self.target.target, LocalLinuxTarget):
+        if self.session.target.kind != "host":
             return
         lock_dir = "/run/lock" if os.access("/run/lock", os.W_OK) else "/tmp"
         path = os.path.join(lock_dir, "lisa-ext-campaign.lock")
@@ -465,7 +419,7 @@ class CampaignRunner:
         """A full or read-only campaign directory: undo the partial run on the target, stop cleanly."""
         if storage.storage_cause(exc) is None:
             return
-        if self.target is not None:
+        if self.session is not None:
             try:
                 self._recover()
             except Exception as cleanup_exc:  # noqa: BLE001 -- the journal stays for --resume
@@ -476,7 +430,6 @@ class CampaignRunner:
                                  out=self.store.root)
 
     def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
-        journal = _Journal(self.store.root / JOURNAL_NAME, self.target)
         failed = 0
         bar = tqdm(total=len(todo), unit="run", desc=self.spec.name,
                    disable=not self.progress or not todo,
@@ -484,7 +437,7 @@ class CampaignRunner:
         try:
             for index, key in todo:
                 bar.set_postfix_str(str(key))
-                result = self.faults.run(key, lambda: self._run_one(key, index, journal))
+                result = self.faults.run(key, lambda: self._run_one(key, index))
                 if result.status != "ok":
                     failed += 1
                     bar.write(f"run {key} failed: {result.error}", file=sys.stderr)
