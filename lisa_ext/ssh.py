@@ -254,7 +254,8 @@ def control_dir() -> Path:
     raise UserError(f"no short enough directory for SSH sockets (tried {', '.join(map(str, candidates))})")
 
 
-_ASKPASS = "#!/bin/sh\n# lisa-ext: answers the OpenSSH client's password prompt\nprintf '%s\\n' \"$LISA_EXT_SSH_PASSWORD\"\n"
+_ASKPASS = ("#!/bin/sh\n# lisa-ext: answers the OpenSSH client's password prompt\n"
+            "printf '%s\\n' \"$LISA_EXT_SSH_PASSWORD\"\n")
 
 
 def _askpass() -> Path:

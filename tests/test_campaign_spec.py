@@ -162,5 +162,14 @@ def test_cli_bad_spec_stops_before_running(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"lisa-ext campaign: error: {spec}: repeat (line 4): unknown key; allowed here: "
-        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, smoke, android"]
+        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, smoke, report, android"]
     assert not out.exists()
+
+
+def test_report_settings_are_checked(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "ok.yml", GOOD + "report: {baseline: b, mean: gmean}\n"))
+    assert spec.report == {"baseline": "b", "mean": "gmean"}
+    with pytest.raises(SpecError, match=r"report.baseline: 'c' is not a variant of this spec"):
+        load_spec(write_spec(tmp_path / "bad.yml", GOOD + "report: {baseline: c}\n"))
+    with pytest.raises(SpecError, match=r"report.alpha.*must be between 0 and 1"):
+        load_spec(write_spec(tmp_path / "bad.yml", GOOD + "report: {alpha: 5}\n"))

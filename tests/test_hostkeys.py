@@ -129,8 +129,8 @@ def servers(keys):
 
 
 def _endpoint(port: int, password: str | None = "s3cret", **kw) -> ssh.Endpoint:
-    return ssh.Endpoint("127.0.0.1", port, "root", ssh.Trust.for_host("127.0.0.1", port, pin_hint="lisa-ext target trust X"),
-                        password=password, **kw)
+    trust = ssh.Trust.for_host("127.0.0.1", port, pin_hint="lisa-ext target trust X")
+    return ssh.Endpoint("127.0.0.1", port, "root", trust, password=password, **kw)
 
 
 def _pin(port: int, key: paramiko.PKey) -> None:

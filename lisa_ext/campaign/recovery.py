@@ -23,6 +23,11 @@ on. Everything is done through the campaign's target session
 tail in the reason; the target is brought back on the last kernel that booted,
 every run of that variant is stored as failed with that reason, and the
 campaign continues with the other variants.
+
+*A killed runner*: the session notes in the store's journal, before each change
+to the target, how to undo it (knobs, background processes, the ftrace instance,
+cleanup commands, the run's directory on the target); the next ``--resume``
+undoes what is left (:func:`undo_stopped_run`) and says what it did.
 """
 
 from __future__ import annotations
@@ -35,12 +40,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lisa_ext.campaign import health
-from lisa_ext.campaign.store import RunKey, RunResult, write_json
+from lisa_ext.campaign.session import TargetSession
+from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult
 from lisa_ext.campaign.workloads import make_workload
 from lisa_ext.campaign.tools import install_cached_tools
 from lisa_ext.errors import UserError
 
-__all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot"]
+__all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot", "undo_stopped_run"]
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +61,33 @@ class VariantDidNotBoot(UserError):
     """The kernel of a variant did not come up; its runs are failed with this reason."""
 
 
+def undo_stopped_run(session: TargetSession, store: CampaignStore, *, restore_knobs: bool = True) -> list[str]:
+    """Undo what a stopped run left on the target (:meth:`TargetSession.undo`) and say what
+    became of the run itself; returns what was done, in words."""
+    run = (store.journal.read() or {}).get("run")
+    done = session.undo(restore_knobs=restore_knobs)
+    if run:
+        key = RunKey.parse(run)
+        if key is not None and store.is_published(key):
+            # killed between publishing the run and clearing the journal: the run is whole
+            done.append(f"kept the run {run}: it was complete and published when the runner stopped")
+        else:
+            done.append(f"discarded the partial run {run}")
+    return done
+
+
 @dataclass
 class CampaignFaults:
-    """Watches runs, recovers the target and retries; one per campaign run."""
+    """Watches runs, recovers the target and retries; one per campaign run. Everything it does
+    to the target goes through the campaign's :class:`TargetSession` (which also keeps which
+    kernel the target runs: a recovery may boot another)."""
 
-    runner: Any  # lisa_ext.campaign.runner.CampaignRunner (not imported: it imports us)
+    spec: Any  # lisa_ext.campaign.spec.CampaignSpec
+    store: CampaignStore
+    session: TargetSession
+    echo: Callable[[str], None]
+    #: per-campaign values of the workloads (set up again after a recovery)
+    campaign_state: dict
     retries: int = 1
     interval_s: float = 5.0
     misses: int = 3
@@ -70,16 +98,13 @@ class CampaignFaults:
     _watchdog: health.TargetWatchdog | None = None
 
     @classmethod
-    def for_campaign(cls, runner) -> "CampaignFaults":
+    def for_campaign(cls, spec, store: CampaignStore, session: TargetSession, echo: Callable[[str], None],
+                     campaign_state: dict) -> "CampaignFaults":
         """Settings from the spec (``retries``) and the target config's ``lisa-ext:`` mapping."""
-        extras = runner.spec.target_config.extras
-        return cls(runner, retries=runner.spec.retries,
+        extras = spec.target_config.extras
+        return cls(spec, store, session, echo, campaign_state, retries=spec.retries,
                    interval_s=float(extras.get("probe-interval-s", 5.0)),
                    misses=int(extras.get("probe-misses", 3)))
-
-    @property
-    def session(self):
-        return self.runner.session
 
     def console_tail(self) -> str | None:
         return self.session.console_tail(_CONSOLE_LINES)
@@ -107,8 +132,8 @@ class CampaignFaults:
                           "after_s": round(time.monotonic() - started, 1), "lost_at_unix": round(time.time(), 1),
                           "console_tail": self.console_tail()}
                 self.attempts.setdefault(key, []).append(record)
-                self.runner.echo(f"run {key}: {reason} (attempt {number} of {self.retries + 1}); "
-                                 "recovering the target")
+                self.echo(f"run {key}: {reason} (attempt {number} of {self.retries + 1}); "
+                          "recovering the target")
                 log.debug("attempt %d of %s lost", number, key, exc_info=True)
             finally:
                 self._watchdog = None
@@ -143,22 +168,18 @@ class CampaignFaults:
         return f"target lost: {reason}"
 
     def _variant(self, key: RunKey):
-        return next(v for v in self.runner.spec.variants if v.name == key.variant)
+        return next(v for v in self.spec.variants if v.name == key.variant)
 
     def _store_failed(self, key: RunKey, error: str, records: list) -> RunResult:
         """A run the target could not do (lost every time, or its kernel does not boot)."""
         try:
-            self.runner._recover()
+            undo_stopped_run(self.session, self.store)
         except Exception as exc:  # noqa: BLE001 -- a target without a kernel that boots: nothing to undo
             log.warning("could not clean up after %s: %s", key, exc)
-        store = self.runner.store
-        tmp = store.new_tmp_run_dir(key)
-        meta = {"campaign": self.runner.spec.name, "variant": key.variant, "workload": key.workload,
+        meta = {"campaign": self.spec.name, "variant": key.variant, "workload": key.workload,
                 "iteration": key.iteration, "target_lost": records}
-        result = RunResult(self.runner.spec.name, key.variant, key.workload, key.iteration, "failed", error, [])
-        write_json(tmp / "meta.json", meta)
-        write_json(tmp / "result.json", result.to_json())
-        store.commit_run(tmp, key)
+        result = RunResult(self.spec.name, key.variant, key.workload, key.iteration, "failed", error, [])
+        self.store.publish(key, meta, result)
         return result
 
     # -- kernel variants ----------------------------------------------------------
@@ -176,7 +197,7 @@ class CampaignFaults:
                 if tail and tail.splitlines()[-1] not in reason:
                     reason += f"\nconsole:\n{tail}"
                 self.broken[variant.name] = reason
-                self.runner.echo(f"variant {variant.name} did not boot; its runs are marked failed")
+                self.echo(f"variant {variant.name} did not boot; its runs are marked failed")
                 if self.last_good_kernel is not None:
                     self.recover(self.last_good_kernel, cleanup=False)
                 raise VariantDidNotBoot(reason) from None
@@ -186,30 +207,30 @@ class CampaignFaults:
     # -- recovery -------------------------------------------------------------------
 
     def recover(self, kernel: Path | None, *, cleanup: bool = True) -> float:
-        """Bring the target back (on ``kernel`` when given) and reconnect the runner; seconds taken.
+        """Bring the target back (on ``kernel`` when given) and reconnect; seconds taken.
 
         ``cleanup``: also undo the lost attempt (journal, partial run) and set the workloads up
         again; not when a deploy inside a run recovers (the run goes on and cleans up itself).
         """
         started = time.monotonic()
-        runner = self.runner
         self.session.recover(kernel)
         if not cleanup:
             return self._took(started)
-        # the journal of the lost attempt: leftover processes, trace instance, remote files
-        self.session.forget_knobs()
-        runner._recover()
-        runner.store.remove_partial_runs()
+        # the journal of the lost attempt: leftover processes, trace instance, remote files; the
+        # knobs went with the reboot
+        undo_stopped_run(self.session, self.store, restore_knobs=False)
+        self.store.remove_partial_runs()
         # the board comes back on a fresh disk: the binaries the user built are reinstalled
-        install_cached_tools(runner.target, {t for w in runner.spec.workloads for t in make_workload(w).TOOLS})
-        for w in runner.spec.workloads:
-            make_workload(w).setup_campaign(runner.target, runner.state)
+        lisa = self.session.lisa
+        install_cached_tools(lisa, {t for w in self.spec.workloads for t in make_workload(w).TOOLS})
+        for w in self.spec.workloads:
+            make_workload(w).setup_campaign(lisa, self.campaign_state)
         return self._took(started)
 
     def _took(self, started: float) -> float:
         took = round(time.monotonic() - started, 1)
         self.recoveries.append(took)
-        self.runner.echo(f"target recovered in {took:.0f} s")
+        self.echo(f"target recovered in {took:.0f} s")
         return took
 
     def figures(self) -> dict:

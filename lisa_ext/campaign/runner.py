@@ -12,13 +12,17 @@ v1 v2 v1 v2 ..., so slow drift of the machine spreads evenly over variants) or
 expensive to switch such as kernels; iterations stay interleaved across
 workloads within a variant).
 
-Crash safety: the target session (:mod:`lisa_ext.campaign.session`) journals
-every change a run makes on the target before making it (``.runner-journal.json``:
-the original knob values, the trace instance, the pid and start time of every
-process it starts). If the runner is killed (even with SIGKILL), the next ``run``
-has the session undo what the journal records (kill what is left, remove the
-instance, restore the knobs) and discards the partial run, which is then run
-again; finished runs are never touched.
+Crash safety: the campaign's target session (:mod:`lisa_ext.campaign.session`)
+journals every change a run makes on the target before making it
+(``.runner-journal.json``: the original knob values, the trace instance, the pid
+and start time of every process it starts). If the runner is killed (even with
+SIGKILL), the next ``run`` has the session undo what the journal records (kill
+what is left, remove the instance, restore the knobs) and discards the partial
+run, which is then run again; finished runs are never touched. The store
+(:mod:`lisa_ext.campaign.store`) publishes each run and owns the journal's file.
+
+:func:`run_campaign` is how every command runs a campaign (``campaign run``,
+``study run``, ``quickstart``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
-import json
+import io
 import logging
 import os
 import shutil
@@ -43,19 +47,23 @@ from tqdm import tqdm
 
 from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import meters, recovery, remote, requirements, storage, trace_loss, tracing
-from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
-from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
-from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, Metric, RunKey, RunResult, write_json
+from lisa_ext.campaign.session import TargetSession
+from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
+from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult
 from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
+from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.target import kernel_provenance, platform_provenance, tool_versions, tracefs_root
 
-__all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
+__all__ = ["CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
 
-STATE_NAME = "campaign-state.json"
 log = logging.getLogger(__name__)
+
+
+class SpecChanged(UserError):
+    """The campaign directory holds runs of another spec: resuming would mix two campaigns."""
 
 
 def plan_runs(spec: CampaignSpec) -> list[RunKey]:
@@ -95,27 +103,53 @@ def _timed(meta: dict, phase: str) -> Iterator[None]:
 
 @dataclass
 class RunSummary:
+    name: str
     campaign_dir: Path
     done: int
     failed: int
     skipped: int
     recovered: list[str]
 
+    def line(self) -> str:
+        """``campaign NAME: 3 runs done, 0 failed, 1 already done -> DIR``."""
+        return (f"campaign {self.name}: {self.done} runs done, {self.failed} failed"
+                + (f", {self.skipped} already done" if self.skipped else "") + f" -> {self.campaign_dir}")
 
-class _JournalFile:
-    """The session's undo journal in the campaign directory (:data:`JOURNAL_NAME`)."""
 
-    def __init__(self, path: Path):
-        self.path = path
+def run_campaign(spec: CampaignSpec, campaign_dir: str | os.PathLike, *, resume: bool = True,
+                 fresh: bool = False, progress: bool = True,
+                 echo: Callable[[str], None] | None = None) -> RunSummary:
+    """Run (or resume) a campaign (:func:`~lisa_ext.campaign.spec.load_spec`) into
+    ``campaign_dir``: what ``campaign run``, ``study run`` and ``quickstart`` do.
 
-    def read(self) -> dict | None:
-        return json.loads(self.path.read_text() or "{}") if self.path.exists() else None
+    ``fresh`` deletes the directory's earlier runs first; without ``resume`` a directory
+    that holds runs already is an error.
 
-    def write(self, data: dict) -> None:
-        write_json(self.path, data)
+    :raises SpecChanged: the directory holds runs of another spec.
+    """
+    spec.target_config  # a bad target config stops here, before anything runs
+    campaign_dir = Path(campaign_dir)
+    if fresh and campaign_dir.exists():
+        shutil.rmtree(campaign_dir)
+    quiet_lisa_logs()
+    return CampaignRunner(spec, campaign_dir, resume=resume, progress=progress, echo=echo).run()
 
-    def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
+
+def _spec_text(spec: CampaignSpec) -> str:
+    """What the campaign directory keeps of ``spec``: the file itself when it ran as written,
+    else the spec as applied (smoke: overrides, another target), so that a resume compares
+    like with like and ``campaign status`` plans the runs that were run."""
+    text = spec.path.read_text(encoding="utf-8")
+    if stored_spec_matches(spec, YAML(typ="safe").load(text), legacy=False):
+        return text
+    out = io.StringIO()
+    yaml = YAML(typ="safe")
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False
+    out.write(f"# {spec.path}, as run: " + ("its smoke: overrides applied" if spec.smoke else "on another target")
+              + "\n")
+    yaml.dump(spec.raw, out)
+    return out.getvalue()
 
 
 class CampaignRunner:
@@ -135,47 +169,40 @@ class CampaignRunner:
         self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
-        self._lock_fd: int | None = None
         self._target_lock_fd: int | None = None
 
     # -- campaign directory -------------------------------------------------
 
     def _open_store(self) -> None:
-        root = self.store.root
-        copy = self.store.spec_copy
-        if copy.exists():
+        """Check the directory's spec copy against the spec (or write it), read the state."""
+        store = self.store
+        if store.spec_copy.exists():
             if not self.resume:
-                raise UserError(f"{root} already holds campaign runs; pass --resume to continue it, "
+                raise UserError(f"{store.root} already holds campaign runs; pass --resume to continue it, "
                                 "or remove the directory to start over")
-            stored = json.loads(json.dumps(YAML(typ="safe").load(copy.read_text()), default=str))
+            stored = store.read_spec_copy()
             if stored != self.spec.raw:
-                raise UserError(f"{self.spec.path} differs from the spec this campaign was started "
-                                f"with ({copy}); resume with the same spec or use another directory")
-        root.mkdir(parents=True, exist_ok=True)
-        # lock the directory itself: no lock file to clean up, released by the kernel on SIGKILL
-        self._lock_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"another runner is working on {root}") from None
-        if not copy.exists():
-            tmp = copy.with_name(copy.name + ".part")
-            shutil.copyfile(self.spec.path, tmp)
-            os.replace(tmp, copy)
-        state_path = root / STATE_NAME
-        if state_path.exists():
-            self.state = json.loads(state_path.read_text())
+                if not stored_spec_matches(self.spec, stored):
+                    raise SpecChanged(f"{self.spec.path} differs from the spec this campaign was started "
+                                      f"with ({store.spec_copy}); resume with the same spec or use "
+                                      "another directory")
+                # written before the copy was the spec as applied: same campaign, copy renewed
+                store.write_spec_copy(_spec_text(self.spec))
+                self.echo(f"resume: rewrote {store.spec_copy} as the spec applied")
+        else:
+            store.write_spec_copy(_spec_text(self.spec))
+        self.state = store.read_state()
         self.state.setdefault("spec_source", str(self.spec.path))
         self.state.setdefault("target_config", str(self.spec.target))
         self.state.setdefault("created", _now())
 
     def _save_state(self) -> None:
-        write_json(self.store.root / STATE_NAME, self.state)
+        self.store.write_state(self.state)
 
     # -- target ---------------------------------------------------------------
 
     def _connect(self) -> None:
-        self.session = TargetSession.open(self.spec.target_config, _JournalFile(self.store.root / JOURNAL_NAME))
+        self.session = TargetSession.open(self.spec.target_config, self.store.journal)
         self.target = self.session.lisa
         problems = []
         if self.spec.trace is not None:
@@ -196,13 +223,15 @@ class CampaignRunner:
         for tool in install_cached_tools(self.target, {t for w in self.spec.workloads
                                                        for t in make_workload(w).TOOLS}):
             self.echo(f"installed {tool} on the target from the tool cache")
+        missing: dict[str, list[str]] = {}  # tool -> the workloads needing it
         for w in self.spec.workloads:
-            wl = make_workload(w)
-            for tool in wl.TOOLS:
+            for tool in make_workload(w).TOOLS:
                 tools.add(tool)
-                if self.target.which(tool) is None:
-                    problems.append(f"{tool} (workload {w.name}) is not installed on the target "
-                                    f"({missing_tool_hint(tool)})")
+                if tool in missing or self.target.which(tool) is None:
+                    missing.setdefault(tool, []).append(w.name)
+        for tool, names in missing.items():
+            problems.append(f"{tool} (workload{'s' if len(names) > 1 else ''} {', '.join(names)}) is not "
+                            f"installed on the target; {missing_tool_hint(tool, self.spec.target)}")
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.session.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
@@ -215,18 +244,14 @@ class CampaignRunner:
             problems.append(str(exc))
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
-        self.faults = recovery.CampaignFaults.for_campaign(self)
+        self.faults = recovery.CampaignFaults.for_campaign(self.spec, self.store, self.session, self.echo,
+                                                           self.state)
         self.platform = platform_provenance(self.target)
         self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
 
-    def _recover(self) -> list[str]:
-        """Undo what a killed runner (or a lost run) left on the target; returns what was done."""
-        run = (self.session.journal.read() or {}).get("run")
-        done = self.session.undo()
-        if run:
-            done.append(f"discarded the partial run {run}")
-        self.session.end()
-        return done
+    def _undo(self) -> list[str]:
+        """Undo what a stopped run left on the target (:func:`~lisa_ext.campaign.recovery.undo_stopped_run`)."""
+        return recovery.undo_stopped_run(self.session, self.store) if self.session is not None else []
 
     # -- one run ----------------------------------------------------------------
 
@@ -252,13 +277,14 @@ class CampaignRunner:
         wspec = variant.workload(next(w for w in spec.workloads if w.name == key.workload))
         workload = make_workload(wspec)
         target = self.target
-        tmp = self.store.new_tmp_run_dir(key)
+        tmp = self.store.scratch(key)
         remote_dir = target.path.join(target.working_directory, "lisa-ext", spec.name,
                                       f"{key.variant}.{key.workload}.{key.iteration}")
         instance = f"{tracing.INSTANCE_PREFIX}{os.getpid()}"
-        self.session.begin(remote_dir, run=str(key), tmp=str(tmp))
+        session = self.session
+        session.begin(remote_dir, run=str(key), tmp=str(tmp))
         if self._traced_run(key):
-            self.session.note_instance(self.tracefs, instance)
+            session.note_instance(self.tracefs, instance)
         target.execute(f"rm -rf {remote.quote(remote_dir)} && mkdir -p {remote.quote(remote_dir)}",
                        as_root=True)
         meta: dict = {
@@ -273,7 +299,7 @@ class CampaignRunner:
             "campaign_state": {k: v for k, v in self.state.items() if k.startswith(("rtapp", "ebizzy"))},
             "start": _now(),
         }
-        ctx = RunContext(target, remote_dir, tmp, self.session.note_pid, self.state, self.session.note_cleanup)
+        ctx = RunContext(target, remote_dir, tmp, session.note_pid, self.state, session.note_cleanup)
         status, error, metrics = "ok", None, []
         fatal: BaseException | None = None
         t0 = time.monotonic()
@@ -283,11 +309,11 @@ class CampaignRunner:
             if variant.kernel is not None:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
             knobs_from = time.monotonic()
-            with self.session.applied_knobs(variant.knobs) as knob_state:
+            with session.applied_knobs(variant.knobs) as knob_state:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
-                    meta["kernel"] = kernel_provenance(self.session.target)
+                    meta["kernel"] = kernel_provenance(session.target)
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
@@ -321,10 +347,8 @@ class CampaignRunner:
         trace_loss.record_lost_events(tmp, meta)
         self.faults.before_commit(key, meta)
         result = RunResult(spec.name, key.variant, key.workload, key.iteration, status, error, metrics)
-        write_json(tmp / "meta.json", meta)
-        write_json(tmp / "result.json", result.to_json())
-        self.store.commit_run(tmp, key)
-        self.session.end()
+        self.store.publish(key, meta, result, tmp)  # clears the journal too
+        session.end()
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
@@ -389,31 +413,36 @@ class CampaignRunner:
         os.pwrite(self._target_lock_fd, f"pid {os.getpid()}, campaign {self.store.root}\n".encode(), 0)
 
     def run(self) -> RunSummary:
-        self._open_store()
-        try:
-            self._connect()
-            self._lock_target()
-            recovered = self._recover()
-            for path in self.store.remove_partial_runs():
-                recovered.append(f"removed partial run directory {path}")
-            for line in recovered:
-                self.echo(f"resume: {line}")
-            done_before = self.store.results()
-            todo = [(i, k) for i, k in enumerate(plan_runs(self.spec)) if k not in done_before]
-            if todo:
-                for w in self.spec.workloads:
-                    make_workload(w).setup_campaign(self.target, self.state)
-                self._save_state()
-            failed = self._run_all(todo)
-            return RunSummary(self.store.root, len(todo) - failed, failed, len(done_before), recovered)
-        except Exception as exc:
-            self._stop_if_storage(exc)
-            raise
-        finally:
-            for fd in (self._lock_fd, self._target_lock_fd):
-                if fd is not None:
-                    os.close(fd)
-            self._lock_fd = self._target_lock_fd = None
+        with self.store.locked():
+            self._open_store()
+            try:
+                self._connect()
+                self._lock_target()
+                recovered = self._undo()
+                for path in self.store.remove_partial_runs():
+                    recovered.append(f"removed partial run directory {path}")
+                scan = self.store.scan()
+                for bad, moved in self.store.quarantine(scan.damaged):
+                    recovered.append(f"moved the damaged run {bad.label} aside to {moved} "
+                                     f"({bad.problem}); it is run again")
+                for line in recovered:
+                    self.echo(f"resume: {line}")
+                done_before = scan.results()
+                todo = [(i, k) for i, k in enumerate(plan_runs(self.spec)) if k not in done_before]
+                if todo:
+                    for w in self.spec.workloads:
+                        make_workload(w).setup_campaign(self.target, self.state)
+                    self._save_state()
+                failed = self._run_all(todo)
+                return RunSummary(self.spec.name, self.store.root, len(todo) - failed, failed,
+                                  len(done_before), recovered)
+            except Exception as exc:
+                self._stop_if_storage(exc)
+                raise
+            finally:
+                if self._target_lock_fd is not None:
+                    os.close(self._target_lock_fd)
+                    self._target_lock_fd = None
 
     def _stop_if_storage(self, exc: Exception) -> None:
         """A full or read-only campaign directory: undo the partial run on the target, stop cleanly."""
@@ -421,11 +450,11 @@ class CampaignRunner:
             return
         if self.session is not None:
             try:
-                self._recover()
+                self._undo()
             except Exception as cleanup_exc:  # noqa: BLE001 -- the journal stays for --resume
                 log.warning("cleanup after the storage failure: %s", cleanup_exc)
         self.store.remove_partial_runs(ignore_errors=True)
-        storage.raise_if_storage(exc, self.store.root, done=len(self.store.results()),
+        storage.raise_if_storage(exc, self.store.root, done=len(self.store.scan().runs),
                                  total=len(plan_runs(self.spec)), spec_path=self.spec.path,
                                  out=self.store.root)
 

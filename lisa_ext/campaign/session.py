@@ -10,7 +10,8 @@
 - **the undo journal** -- every change a run makes on the target (original
   knob values, its ftrace instance, the processes it starts, cleanup commands,
   its remote directory), written before the change is made
-  (:class:`Journal`, a file the store keeps), so that :meth:`TargetSession.undo`
+  (:class:`Journal`: the store's file, :class:`lisa_ext.campaign.store.Journal`), so that
+  :meth:`TargetSession.undo`
   can restore the target after a crash of this very process (SIGKILL
   included) or a run lost with the target.
 
@@ -109,7 +110,8 @@ class TargetSession:
 
     def note_pid(self, pid: int) -> None:
         """A process just started (identified with its start time: pids are reused)."""
-        self._record["processes"].append({"pid": int(pid), "starttime": self._starttime(int(pid))})
+        starttime = remote.process_starttime(self.target, pid)
+        self._record["processes"].append({"pid": int(pid), "starttime": starttime})
         self._save()
 
     def note_cleanup(self, command: str) -> None:
@@ -117,17 +119,8 @@ class TargetSession:
         self._record["cleanups"].append(command)
         self._save()
 
-    def forget_knobs(self) -> None:
-        """The target rebooted: its knobs went with the old boot (restoring them now could fail
-        on a file that reads back differently)."""
-        data = self.journal.read()
-        if data and "damaged" not in data:
-            self.journal.write({**data, "knobs": {}})
-        if self._record:
-            self._record["knobs"] = {}
-
     def end(self) -> None:
-        """The run is over and stored: nothing of it is left to undo."""
+        """The run is over and stored (publishing clears the journal too): nothing is left to undo."""
         self._record = {}
         self.journal.clear()
 
@@ -137,19 +130,23 @@ class TargetSession:
         with _knobs.applied_knobs(self.target, knobs, on_originals=self.note_knobs) as state:
             yield state
 
-    def undo(self) -> list[str]:
+    def undo(self, *, restore_knobs: bool = True) -> list[str]:
         """Undo what the journal records (a run of a killed runner, or one lost with the target):
-        kill its processes, run its cleanups, remove its ftrace instance, restore its knobs,
-        remove its remote directory. Returns what was done; the journal stays until :meth:`end`."""
+        kill its processes, run its cleanups, remove its ftrace instance, restore its knobs
+        (not with ``restore_knobs=False``: after a reboot, which took them with it, writing them
+        back could fail on a file that reads back otherwise), remove its remote directory; then
+        clear the journal. Returns what was done, in words."""
         data = self.journal.read()
+        self._record = {}
         if data is None:
             return []
         if "damaged" in data:
+            self.journal.clear()
             return [f"the journal of the interrupted run was damaged, nothing undone from it: {data['damaged']}"]
         done: list[str] = []
         for proc in data.get("processes", []):
             pid = int(proc["pid"])
-            if proc.get("starttime") and self._starttime(pid) == proc["starttime"]:
+            if proc.get("starttime") and remote.process_starttime(self.target, pid) == proc["starttime"]:
                 remote.kill_leftover(self.target, pid)
                 done.append(f"killed leftover process group {pid}")
         for command in data.get("cleanups", []):
@@ -159,24 +156,20 @@ class TargetSession:
             tracefs = data.get("tracefs") or tracefs_root(self.target)
             if tracefs:
                 tracing.remove_instance(self.target, tracefs, data["instance"])
-        failures = _knobs.revert_knobs(self.target, data.get("knobs") or {})
-        if failures:
-            raise UserError("could not restore knobs left by the interrupted runner: " + "; ".join(failures))
-        if data.get("knobs"):
-            done.append("restored " + ", ".join(f"{p}={v}" for p, v in data["knobs"].items()))
+        if restore_knobs:
+            failures = _knobs.revert_knobs(self.target, data.get("knobs") or {})
+            if failures:
+                raise UserError("could not restore knobs left by the interrupted runner: " + "; ".join(failures))
+            if data.get("knobs"):
+                done.append("restored " + ", ".join(f"{p}={v}" for p, v in data["knobs"].items()))
         if data.get("remote_dir"):
             self.target.execute(f"rm -rf {remote.quote(data['remote_dir'])}", as_root=True,
                                 check_exit_code=False)
+        self.journal.clear()
         return done
 
     def _save(self) -> None:
         self.journal.write(self._record)
-
-    def _starttime(self, pid: int) -> str | None:
-        # field 22 of /proc/<pid>/stat: tells a leftover process from a later one reusing its pid
-        out = self.target.execute(f"cut -d' ' -f22 /proc/{int(pid)}/stat 2>/dev/null || true",
-                                  check_exit_code=False).strip()
-        return out or None
 
     # -- faults ---------------------------------------------------------------------
 

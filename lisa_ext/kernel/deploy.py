@@ -143,8 +143,8 @@ def _method(target: Target, method: str, running: RunningKernel | None, expected
                               "with runtime knobs only")
         return target.boot_methods[0]
     if method not in target.boot_methods:
-        raise DeployError(f"{target.description} boots a kernel by {', '.join(target.boot_methods) or 'no method'}, "
-                          f"not {method}")
+        how = ", ".join(target.boot_methods) or "no method"
+        raise DeployError(f"{target.description} boots a kernel by {how}, not {method}")
     return method
 
 

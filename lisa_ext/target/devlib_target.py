@@ -151,7 +151,8 @@ class DevlibTarget:
         self._main_conn = lisa.conn
         self.kind = config.kind
         self.serial = config.conf.get("device")
-        self.description = "this machine" if config.kind == "host" else f"Android device {self.serial or '(default)'}"
+        self.description = ("this machine" if config.kind == "host"
+                            else f"Android device {self.serial or '(default)'}")
         self.boot_methods: tuple[str, ...] = ("fastboot",) if config.kind == "android" else ()
 
     @classmethod

@@ -166,7 +166,8 @@ class SshTarget:
             run(f"rm -rf {_REMOTE_DIR} && mkdir -p {_REMOTE_DIR}", 60)
             self.push(image.kernel, f"{_REMOTE_DIR}/bzImage")
             if image.modules_dir:
-                tarball = modules_tarball(image.modules_dir, image.release, image.load, Path(tmp) / "modules.tar.gz")
+                tarball = modules_tarball(image.modules_dir, image.release, image.load,
+                                          Path(tmp) / "modules.tar.gz")
                 self.push(tarball, f"{_REMOTE_DIR}/modules.tar.gz")
                 target_dir = shlex.quote(f"/lib/modules/{image.release}")
                 # A real directory replaces any link to the previous variant's modules disk.
