@@ -17,10 +17,10 @@ that do not import each other)::
     analysis             # the registered LISA analyses (trace.ana.<name>)
     campaign             # spec -> runner -> store; see lisa_ext.campaign
     kernel               # kernel variants: build and deploy
-    target               # target configs and connections
+    target               # target configs, the target protocol and its implementations
     vboard               # the QEMU virtual board
     trace                # ingest: trace.dat / text / systrace -> Arrow tables
-    energy_model | hostkeys | knobs | rfc_numbers | running_kernel
+    energy_model | knobs | rfc_numbers | running_kernel | ssh | staged_modules
     compat | schema | workbench
     lisa_hook            # makes a plain `import lisa` work; runs at start-up
     errors
@@ -28,7 +28,7 @@ that do not import each other)::
 Command modules sit on top although most live inside the package they drive
 (``lisa_ext.stats.cli`` may use the report's table renderers, ``lisa_ext.vboard.cli``
 the kernel deploy); only :mod:`lisa_ext.cli` imports them, lazily. Inside
-:mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > spec >
+:mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > session | spec >
 cpu_util | meters | tools | tracing | workloads > health | remote | requirements | storage | trace_loss >
 store``; the runner
 writes the store, the report, stats and studies read it through

@@ -12,7 +12,7 @@ from lisa_ext.campaign.runner import plan_runs
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.errors import SpecError
 from lisa_ext.schema import load_yaml
-from lisa_ext.target import check_target_conf
+from lisa_ext.target import TargetConfig
 
 GOOD = """\
 name: t
@@ -133,20 +133,26 @@ def test_kernel_variant_file_must_exist(tmp_path):
     ("target-conf:\n  kind: host\n  devlib:\n    nope: 1\n", "target-conf.devlib.nope: unknown key"),
     ("target-conf:\n  kind: phone\n", "target-conf.kind: 'phone' is not one of: host, linux, android"),
     ("kind: host\n", "target-conf: missing"),
+    ("target-conf:\n  kind: linux\n", "target-conf.host: missing"),
+    ("target-conf:\n  kind: linux\n  host: b\n  username: -oProxyCommand=x\n",
+     "target-conf.username: '-oProxyCommand=x': expected a name that does not start with '-'"),
+    ("target-conf:\n  kind: linux\n  host: -b\n", "target-conf.host: '-b'"),
+    ("target-conf:\n  kind: linux\n  host: b\n  devlib:\n    platform: {class: devlib.platform.Platform}\n",
+     "target-conf.devlib.platform: lisa-ext sets devlib's platform"),
 ])
 def test_bad_target_config(tmp_path, body, expected):
     path = tmp_path / "target.yml"
     path.write_text(body)
     with pytest.raises(SpecError) as info:
-        check_target_conf(path)
+        TargetConfig.load(path)
     assert str(info.value).startswith(f"{path}: ")
     assert expected in str(info.value)
 
 
 def test_committed_target_configs_are_valid():
-    for path in sorted((REPO / "target-configs").glob("*.yml")):
-        if path.name.startswith(("local", "ssh-board", "android-phone")):
-            check_target_conf(path)
+    kinds = {path.name: TargetConfig.load(path).kind for path in sorted((REPO / "target-configs").glob("*.yml"))}
+    assert kinds == {"android-phone.example.yml": "android", "local.yml": "host",
+                     "ssh-board.example.yml": "linux", "vboard.yml": "linux"}
 
 
 def test_cli_bad_spec_stops_before_running(tmp_path):

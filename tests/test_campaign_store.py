@@ -247,17 +247,19 @@ def test_truncated_result_is_listed_and_repaired_not_fatal(tmp_path):
 
 
 def test_journal_of_a_published_run_is_reported_as_kept(tmp_path):
-    from lisa_ext.campaign.recovery import UndoJournal
+    from lisa_ext.campaign.recovery import undo_stopped_run
+    from lisa_ext.campaign.session import TargetSession
 
     class NoTarget:  # what undo asks a target when the journal lists no process, knob or instance
         def execute(self, command, **kwargs):
             return ""
 
     store = _campaign_with_runs(tmp_path / "c", n=1)
-    journal = UndoJournal(store, NoTarget())
-    journal.begin(RunKey("v", "w", 0), store.runs_dir / "v/w/.tmp-0", "/tmp/x", "lisa-ext-1")
+    session = TargetSession(NoTarget(), store.journal)
+    session.begin("/tmp/x", run="v/w/0", tmp=str(store.runs_dir / "v/w/.tmp-0"))
     assert campaign_status(store.root).interrupted == "v/w/0"
-    assert journal.undo(None) == ["kept the run v/w/0: it was complete and published when the runner stopped"]
+    assert undo_stopped_run(session, store) == [
+        "kept the run v/w/0: it was complete and published when the runner stopped"]
     assert store.journal.read() is None
-    journal.begin(RunKey("v", "w", 1), store.runs_dir / "v/w/.tmp-1", "/tmp/x", "lisa-ext-1")
-    assert journal.undo(None) == ["discarded the partial run v/w/1"]
+    session.begin("/tmp/x", run="v/w/1", tmp=str(store.runs_dir / "v/w/.tmp-1"))
+    assert undo_stopped_run(session, store) == ["discarded the partial run v/w/1"]

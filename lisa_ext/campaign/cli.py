@@ -11,7 +11,7 @@ from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.status import campaign_status
 from lisa_ext.campaign.tools import build_tool, install_tool
 from lisa_ext.compat import quiet_lisa_logs
-from lisa_ext.target import check_target_conf, connect
+from lisa_ext.target import TargetConfig, connect
 
 __all__ = ["register"]
 
@@ -38,9 +38,9 @@ def _tool(args: argparse.Namespace) -> int:
     binary = build_tool(args.tool, args.src)
     print(f"built {args.tool}: {binary}")
     if args.tool_action == "install":
-        check_target_conf(args.target)
+        config = TargetConfig.load(args.target)
         quiet_lisa_logs()
-        target = connect(args.target)
+        target = connect(config)
         print(f"installed {args.tool} on {args.target}: {install_tool(target, binary)}")
     return 0
 

@@ -12,14 +12,14 @@ v1 v2 v1 v2 ..., so slow drift of the machine spreads evenly over variants) or
 expensive to switch such as kernels; iterations stay interleaved across
 workloads within a variant).
 
-Crash safety: before touching the target the runner writes a journal
-(``.runner-journal.json``, :class:`~lisa_ext.campaign.recovery.UndoJournal`) with
-the original knob values, the trace instance, and the pid and start time of
-every process it starts. If the runner is killed (even with SIGKILL), the next
-``run`` reads the journal, kills what is left, removes the instance, restores
-the knobs and discards the partial run, which is then run again; finished runs
-are never touched. The store (:mod:`lisa_ext.campaign.store`) publishes each run
-and owns the journal's file.
+Crash safety: the campaign's target session (:mod:`lisa_ext.campaign.session`)
+journals every change a run makes on the target before making it
+(``.runner-journal.json``: the original knob values, the trace instance, the pid
+and start time of every process it starts). If the runner is killed (even with
+SIGKILL), the next ``run`` has the session undo what the journal records (kill
+what is left, remove the instance, restore the knobs) and discards the partial
+run, which is then run again; finished runs are never touched. The store
+(:mod:`lisa_ext.campaign.store`) publishes each run and owns the journal's file.
 
 :func:`run_campaign` is how every command runs a campaign (``campaign run``,
 ``study run``, ``quickstart``).
@@ -48,15 +48,14 @@ from tqdm import tqdm
 from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import meters, recovery, remote, requirements, storage, trace_loss, tracing
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
+from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
 from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult
 from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.deploy import deploy_variant
-from lisa_ext.target import (check_target_conf, connect, kernel_provenance, platform_provenance, tool_versions,
-                             tracefs_root)
+from lisa_ext.target import kernel_provenance, platform_provenance, tool_versions, tracefs_root
 
 __all__ = ["CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
 
@@ -128,7 +127,7 @@ def run_campaign(spec: CampaignSpec, campaign_dir: str | os.PathLike, *, resume:
 
     :raises SpecChanged: the directory holds runs of another spec.
     """
-    check_target_conf(spec.target)
+    spec.target_config  # a bad target config stops here, before anything runs
     campaign_dir = Path(campaign_dir)
     if fresh and campaign_dir.exists():
         shutil.rmtree(campaign_dir)
@@ -164,12 +163,12 @@ class CampaignRunner:
         self.resume = resume
         self.progress = progress
         self.echo = echo or (lambda msg: print(msg, file=sys.stderr))
-        self.target = None
+        self.session: TargetSession | None = None
+        self.target = None  # the session's LISA target: workloads, tracing, tool installs
         self.tracefs: str | None = None
         self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
-        self.journal: recovery.UndoJournal | None = None
         self._target_lock_fd: int | None = None
 
     # -- campaign directory -------------------------------------------------
@@ -204,7 +203,8 @@ class CampaignRunner:
     # -- target ---------------------------------------------------------------
 
     def _connect(self) -> None:
-        self.target = connect(self.spec.target)
+        self.session = TargetSession.open(self.spec.target_config, self.store.journal)
+        self.target = self.session.lisa
         problems = []
         if self.spec.trace is not None:
             self.tracefs = tracefs_root(self.target)
@@ -234,46 +234,45 @@ class CampaignRunner:
             problems.append(f"{tool} (workload{'s' if len(names) > 1 else ''} {', '.join(names)}) is not "
                             f"installed on the target; {missing_tool_hint(tool, self.spec.target)}")
         for v in self.spec.variants:
-            for p in _knobs.check_knobs(self.target, v.knobs):
+            for p in _knobs.check_knobs(self.session.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
         if self.spec.requires and not any(v.kernel for v in self.spec.variants):
             problems += requirements.unmet_requirements(self.spec.requires,
-                                                        requirements.platform_facts(self.target))
+                                                        requirements.platform_facts(self.session.target))
         try:
             self.meter = meters.open_meter(self.target, self.spec.energy, str(self.spec.target))
         except UserError as exc:
             problems.append(str(exc))
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
-        self.journal = recovery.UndoJournal(self.store, self.target)
-        self.faults = recovery.CampaignFaults.for_campaign(self.spec, self.store, self.target, self.journal,
-                                                           self.tracefs, self.echo, self.state)
+        self.faults = recovery.CampaignFaults.for_campaign(self.spec, self.store, self.session, self.echo,
+                                                           self.state)
         self.platform = platform_provenance(self.target)
         self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
 
     def _undo(self) -> list[str]:
-        """Undo what a stopped run left on the target (:meth:`UndoJournal.undo`)."""
-        return self.journal.undo(self.tracefs) if self.journal is not None else []
+        """Undo what a stopped run left on the target (:func:`~lisa_ext.campaign.recovery.undo_stopped_run`)."""
+        return recovery.undo_stopped_run(self.session, self.store) if self.session is not None else []
 
     # -- one run ----------------------------------------------------------------
 
     def _deploy_kernel(self, variant: VariantSpec):
         if variant.kernel is None:
             return None
-        if self.faults.deployed[0] == variant.kernel:
-            return self.faults.deployed[1]
+        if self.session.kernel == variant.kernel:
+            return self.session.deploy(variant.kernel)
 
-        result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
+        result = self.faults.deploy(variant, lambda: self.session.deploy(variant.kernel))
         if self.spec.requires:
             problems = requirements.unmet_requirements(self.spec.requires,
-                                                       requirements.platform_facts(self.target))
+                                                       requirements.platform_facts(self.session.target))
             if problems:
                 raise requirements.RequirementError(
                     f"{self.spec.path}: kernel variant {variant.kernel.name} on {self.spec.target.name}: "
                     + "; ".join(problems))
         return result
 
-    def _run_one(self, key: RunKey, index: int, journal: recovery.UndoJournal) -> RunResult:
+    def _run_one(self, key: RunKey, index: int) -> RunResult:
         spec = self.spec
         variant = next(v for v in spec.variants if v.name == key.variant)
         wspec = variant.workload(next(w for w in spec.workloads if w.name == key.workload))
@@ -283,7 +282,10 @@ class CampaignRunner:
         remote_dir = target.path.join(target.working_directory, "lisa-ext", spec.name,
                                       f"{key.variant}.{key.workload}.{key.iteration}")
         instance = f"{tracing.INSTANCE_PREFIX}{os.getpid()}"
-        journal.begin(key, tmp, remote_dir, instance)
+        session = self.session
+        session.begin(remote_dir, run=str(key), tmp=str(tmp))
+        if self._traced_run(key):
+            session.note_instance(self.tracefs, instance)
         target.execute(f"rm -rf {remote.quote(remote_dir)} && mkdir -p {remote.quote(remote_dir)}",
                        as_root=True)
         meta: dict = {
@@ -298,7 +300,7 @@ class CampaignRunner:
             "campaign_state": {k: v for k, v in self.state.items() if k.startswith(("rtapp", "ebizzy"))},
             "start": _now(),
         }
-        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state, journal.add_cleanup)
+        ctx = RunContext(target, remote_dir, tmp, session.note_pid, self.state, session.note_cleanup)
         status, error, metrics = "ok", None, []
         fatal: BaseException | None = None
         t0 = time.monotonic()
@@ -308,15 +310,15 @@ class CampaignRunner:
             if variant.kernel is not None:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
             knobs_from = time.monotonic()
-            with _knobs.applied_knobs(target, variant.knobs, on_originals=journal.set_knobs) as knob_state:
+            with session.applied_knobs(variant.knobs) as knob_state:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
-                    meta["kernel"] = kernel_provenance(target)
+                    meta["kernel"] = kernel_provenance(session.target)
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
-                    metrics = self._traced(workload, ctx, meta, instance, journal)
+                    metrics = self._traced(workload, ctx, meta, instance)
                 except BaseException:
                     # the run's own error is the one to record: a cleanup failing after it
                     # (often because of it) is kept beside it, not raised over it
@@ -347,6 +349,7 @@ class CampaignRunner:
         self.faults.before_commit(key, meta)
         result = RunResult(spec.name, key.variant, key.workload, key.iteration, status, error, metrics)
         self.store.publish(key, meta, result, tmp)  # clears the journal too
+        session.end()
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
@@ -355,7 +358,7 @@ class CampaignRunner:
         trace = self.spec.trace
         return trace is not None and trace.traces(key.workload, key.iteration)
 
-    def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
+    def _traced(self, workload, ctx: RunContext, meta: dict, instance: str) -> list[Metric]:
         trace = self.spec.trace
 
         def run_workload() -> list[Metric]:
@@ -375,7 +378,7 @@ class CampaignRunner:
         tracing_from = time.monotonic()
         with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
-                               buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
+                               buffer_size_kb=trace.buffer_size_kb, on_pid=self.session.note_pid):
             _add_phase(meta, "tracing", tracing_from)
             metrics = run_workload()
             tracing_from = time.monotonic()
@@ -396,10 +399,7 @@ class CampaignRunner:
         Only for the local host (an flock, released by the kernel even on SIGKILL); campaigns
         on remote targets are not serialised.
         """
-        # deferred: devlib takes ~1.3 s and `lisa-ext campaign status` imports this module
-        from devlib import LocalLinuxTarget
-
-        if not isinstance(self.target.target, LocalLinuxTarget):
+        if self.session.target.kind != "host":
             return
         lock_dir = "/run/lock" if os.access("/run/lock", os.W_OK) else "/tmp"
         path = os.path.join(lock_dir, "lisa-ext-campaign.lock")
@@ -449,7 +449,7 @@ class CampaignRunner:
         """A full or read-only campaign directory: undo the partial run on the target, stop cleanly."""
         if storage.storage_cause(exc) is None:
             return
-        if self.target is not None:
+        if self.session is not None:
             try:
                 self._undo()
             except Exception as cleanup_exc:  # noqa: BLE001 -- the journal stays for --resume
@@ -460,7 +460,6 @@ class CampaignRunner:
                                  out=self.store.root)
 
     def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
-        journal = self.journal
         failed = 0
         bar = tqdm(total=len(todo), unit="run", desc=self.spec.name,
                    disable=not self.progress or not todo,
@@ -468,7 +467,7 @@ class CampaignRunner:
         try:
             for index, key in todo:
                 bar.set_postfix_str(str(key))
-                result = self.faults.run(key, lambda: self._run_one(key, index, journal))
+                result = self.faults.run(key, lambda: self._run_one(key, index))
                 if result.status != "ok":
                     failed += 1
                     bar.write(f"run {key} failed: {result.error}", file=sys.stderr)

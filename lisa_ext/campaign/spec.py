@@ -27,6 +27,7 @@ and reverted after it) and, optionally, ``kernel:`` a kernel variant spec that
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -41,6 +42,7 @@ from lisa_ext.schema import Field, check_mapping, load_yaml, positive
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.knobs import knob_problem
+from lisa_ext.target.config import TargetConfig
 
 __all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options",
            "stored_spec_matches"]
@@ -214,6 +216,11 @@ class CampaignSpec:
     """The report's settings (``report:``): baseline, test, mean, alpha."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
+
+    @functools.cached_property
+    def target_config(self) -> TargetConfig:
+        """The spec's target config, read and checked on first use (once per spec)."""
+        return TargetConfig.load(self.target)
 
 
 def _plain(node: Any) -> Any:

@@ -248,7 +248,7 @@ class DamagedRun:
 class Journal:
     """The file where the runner notes, before each change to the target, how to undo it
     (``.runner-journal.json``): what a killed runner left behind. The store owns the file;
-    what goes in it is the runner's (:class:`lisa_ext.campaign.recovery.UndoJournal`)."""
+    what goes in it is the target session's (:class:`lisa_ext.campaign.session.TargetSession`)."""
 
     def __init__(self, path: Path):
         self.path = path
