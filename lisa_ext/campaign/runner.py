@@ -55,6 +55,7 @@ from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
+from lisa_ext.schema import load_yaml
 from lisa_ext.target import kernel_provenance, platform_provenance, tool_versions, tracefs_root
 
 __all__ = ["CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
@@ -140,7 +141,7 @@ def _spec_text(spec: CampaignSpec) -> str:
     else the spec as applied (smoke: overrides, another target), so that a resume compares
     like with like and ``campaign status`` plans the runs that were run."""
     text = spec.path.read_text(encoding="utf-8")
-    if stored_spec_matches(spec, YAML(typ="safe").load(text), legacy=False):
+    if stored_spec_matches(spec, load_yaml(spec.path, "campaign spec"), legacy=False):
         return text
     out = io.StringIO()
     yaml = YAML(typ="safe")
