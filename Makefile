@@ -37,6 +37,7 @@ bench: setup
 	$(BIN)/python bench/analyses.py
 	$(BIN)/python bench/report.py
 	$(BIN)/python bench/explore.py
+	$(BIN)/python bench/dask_campaign.py
 
 bench-kernel: setup
 	$(BIN)/python bench/kernel_rebuild.py

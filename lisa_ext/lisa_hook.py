@@ -10,7 +10,7 @@ finder on :data:`sys.meta_path`; nothing else happens until a program imports
 LISA:
 
 * right before ``lisa`` executes: the numpy aliases of
-  :func:`shim_numpy_aliases`;
+  :func:`shim_numpy_aliases` and :func:`skip_iri_format_checker`;
 * right after ``lisa`` executed: :func:`relax_lisa_warning_filter`;
 * right after ``lisa.analysis._proxy`` executed (LISA's ``Trace.__init__``
   imports it to build ``trace.ana``): :func:`register_analyses` loads the modules
@@ -37,7 +37,7 @@ import warnings
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
 __all__ = ["ANALYSES_GROUP", "LisaShimFinder", "install", "install_at_startup", "installed",
-           "register_analyses", "relax_lisa_warning_filter", "shim_numpy_aliases"]
+           "register_analyses", "relax_lisa_warning_filter", "shim_numpy_aliases", "skip_iri_format_checker"]
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -59,6 +59,15 @@ def shim_numpy_aliases() -> None:
         np.trapz = np.trapezoid  # type: ignore[attr-defined]
 
 
+def skip_iri_format_checker() -> None:
+    """Keep jsonschema from importing rfc3987_syntax, whose IRI grammar (a Lark parser) is
+    built at import: 1.65 s on a quiet machine, paid by every process that imports LISA
+    (``lisa.utils`` -> sphobjinv -> jsonschema) or papermill/nbconvert (nbformat ->
+    jsonschema). It only serves jsonschema's optional "iri" formats, which neither
+    LISA's nor any notebook schema uses; a process that imported it already keeps it."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: ImportError on import
+
+
 def relax_lisa_warning_filter() -> None:
     """Downgrade LISA's error filter for its DeprecationWarnings to ``default``."""
     relaxed = []
@@ -78,6 +87,7 @@ def relax_lisa_warning_filter() -> None:
 
 def _before_lisa(module: ModuleType) -> None:
     shim_numpy_aliases()
+    skip_iri_format_checker()
 
 
 def hide_lisa_pandas_deprecation() -> None:

@@ -22,7 +22,6 @@ import html
 import logging
 import os
 import re
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +33,11 @@ from lisa_ext.campaign.runner import RunSummary, run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CampaignStore, traced_runs
 from lisa_ext.errors import UserError
+from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.report.build import REPORT_DIR, TABLE_FILES, ReportOptions, build_report
 from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name
+from lisa_ext.report.perfetto import perfetto_link
 from lisa_ext.studies import runs
 from lisa_ext.workbench import output_dir, workbench_path
 
@@ -170,10 +171,12 @@ def show_page(path: str | os.PathLike, height: int = 900):
 
 def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
                 variant: str | None = None, workload: str | None = None,
-                iteration: int | None = None, height: int = 900):
+                iteration: int | None = None, height: int = 900, perfetto: bool = True):
     """The trace explorer (:mod:`lisa_ext.report.explore`) of a campaign's first
     traced run matching the filters, written to ``out_dir/explorer_<run>.html``
-    and shown in the notebook. For live re-aggregation on zoom, display
+    and shown in the notebook, under a link to the same run as a Perfetto trace
+    (``out_dir/<run>.pftrace``, :func:`lisa_ext.report.perfetto.perfetto_link`)
+    unless ``perfetto`` is false. For live re-aggregation on zoom, display
     ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
     _campaign, found = traced_runs(repo_path(campaign_dir), variant, workload, iteration)
     run = found[0]
@@ -181,7 +184,14 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     out.mkdir(parents=True, exist_ok=True)
     page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
                          f"{run.label} trace explorer")
-    return show_page(page, height)
+    shown = show_page(page, height)
+    if not perfetto:
+        return shown
+    # deferred: see the note under __all__
+    from IPython.display import HTML
+
+    link = perfetto_link(run.path, out, figure_name(run.label))
+    return HTML(link + shown.data)
 
 
 def _local_kernel_manager() -> type:
@@ -198,17 +208,9 @@ def _local_kernel_manager() -> type:
     return LocalKernelManager
 
 
-def _skip_iri_format_checker() -> None:
-    """Keep jsonschema (imported by nbformat, hence papermill and nbconvert) from importing
-    rfc3987_syntax, whose IRI grammar is built at import: 1.65 s of a 2.3 s papermill import.
-    It only serves the "iri" formats, which no notebook schema uses; a process that imported
-    it already keeps it."""
-    sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: ImportError on import
-
-
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
-    _skip_iri_format_checker()
+    skip_iri_format_checker()
     # deferred: see the note under __all__
     import nbformat
     import papermill
@@ -229,7 +231,7 @@ _LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
 
 def export_notebook(nb, out_html: Path) -> Path:
     """An executed notebook (``nbformat`` node) as one offline HTML page."""
-    _skip_iri_format_checker()
+    skip_iri_format_checker()
     # deferred: see the note under __all__
     from nbconvert import HTMLExporter
 

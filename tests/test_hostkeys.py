@@ -300,3 +300,22 @@ def test_no_host_key_check_is_switched_off_anywhere():
         text = path.read_text(errors="replace")
         found += [f"{name}: {m.group(0)}" for m in re.finditer(pattern, text)]
     assert found == []
+
+
+def test_trust_command_prints_the_fingerprint_and_pins_only_what_was_expected(known_hosts, servers, tmp_path,
+                                                                                capsys):
+    from lisa_ext.cli import main
+
+    good, _ = servers
+    config = tmp_path / "board.yml"
+    config.write_text(f"target-conf:\n  kind: linux\n  host: 127.0.0.1\n  port: {good.port}\n  username: root\n")
+    fp = ssh.fingerprint(good.key)
+    assert main(["target", "trust", str(config), "--fingerprint", "SHA256:another"]) == 2
+    out, err = capsys.readouterr()
+    assert f"presents the ssh-rsa host key {fp}" in out and "nothing was pinned" in err
+    assert not known_hosts.exists()
+    assert main(["target", "trust", str(config), "--fingerprint", fp]) == 0
+    assert f"pinned in {known_hosts} as [127.0.0.1]:{good.port}" in capsys.readouterr().out
+    assert main(["target", "trust", str(config)]) == 0
+    assert "already pinned" in capsys.readouterr().out
+    assert good.auth == [] and good.commands == [], "trust only exchanges keys"

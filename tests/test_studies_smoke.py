@@ -10,6 +10,7 @@ be filled at smoke size too (the smoke: sections are sized for that).
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -19,8 +20,11 @@ import pandas as pd
 import pytest
 
 from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store import read_campaign
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.study import find_study
+from lisa_ext.trace.cli import stats
+from perfetto_check import decode
 from vboard_helpers import BASELINE, REPO, require_board_capabilities
 from workload_tools import install_built_tools
 
@@ -88,3 +92,26 @@ def test_study_runs_at_smoke_size(name, board, tmp_path):
     for table_id, ours in tables.items():
         assert rfc.table(table_id).title.split(" (")[0] in page
         assert isinstance(ours, pd.DataFrame) and ours.notna().any().any(), f"{name}/{table_id}: all empty"
+    _check_perfetto_export(data, tmp_path)
+
+
+def _check_perfetto_export(data: Path, tmp_path: Path) -> None:
+    """A traced run of the study exports to Perfetto and decodes with Perfetto's protos:
+    every event, in order per CPU, and the findings its trace allows (a few seconds)."""
+    run = next(r for r in read_campaign(data).ok_runs if r.trace is not None)
+    out = tmp_path / "run.pftrace"
+    proc = subprocess.run([str(LISA_EXT), "trace", "export", "--perfetto", str(run.path), "-o", str(out)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    decoded, expected = decode(out), stats(run.trace)
+    assert dict(decoded.events) == {k: v for k, v in expected["events"].items() if v}
+    assert decoded.monotonic_per_cpu() and decoded.num_cpus == expected["cpus"]
+    groups = {name for name, parent, _ in decoded.tracks.values() if parent is None}
+    events = {e for e, n in expected["events"].items() if n}
+    if "cpu_idle_miss" in events:
+        assert "idle misses" in groups, proc.stderr
+    if "sched_switch" in events and events & {"sched_waking", "sched_wakeup"}:
+        assert "wake-up latency" in groups, proc.stderr
+    energy = json.loads((run.path / "meta.json").read_text()).get("energy") or {}
+    if energy.get("model") and {"cpu_frequency", "cpu_idle"} <= events:
+        assert "power (estimate)" in groups, proc.stderr

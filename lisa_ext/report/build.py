@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -316,8 +317,36 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
     """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
     opts = opts or ReportOptions()
     campaign = read_campaign(campaign_dir)
-    trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
-             else _TraceData([], {}, {}))
+    with tempfile.TemporaryDirectory(prefix="lisa-ext-report-") as scratch:
+        return _build(campaign, opts, Path(scratch))
+
+
+def _prefetch(campaign: Campaign, opts: ReportOptions, scratch: Path) -> figs.Prefetch:
+    """Start drawing the figures that need no trace (the runs' own metrics) in another
+    process, while this one analyses the traces (LISA's import alone takes seconds); not
+    when every trace's findings are cached (nothing to overlap with)."""
+    traced = [run.trace for run in campaign.ok_runs if run.trace is not None]
+    if not opts.traces or (opts.jobs or os.cpu_count() or 1) < 2 or not traced or (
+            opts.cache and all(report_cache.has_findings(t) for t in traced)):
+        return figs.Prefetch(None)
+    try:
+        metrics = metrics_frame(campaign)
+        present = [v for v in campaign.variants if v in set(metrics["variant"])]
+        cmp = compare(metrics, opts.baseline or present[0], test=opts.test, mean=opts.mean,
+                      alpha=opts.alpha, variants=present)
+        specs = _figures(campaign, metrics, cmp, _TraceData([], {}, {}))
+    except (UserError, ValueError, KeyError, IndexError):
+        return figs.Prefetch(None)  # the report itself will say what is wrong
+    return figs.prefetch_figures(specs, html=opts.html, use_cache=opts.cache, scratch=scratch)
+
+
+def _build(campaign: Campaign, opts: ReportOptions, scratch: Path) -> Path:
+    early = _prefetch(campaign, opts, scratch)
+    try:
+        trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
+                 else _TraceData([], {}, {}))
+    finally:
+        early.wait()
     extra = pd.DataFrame(trace.rows) if trace.rows else None
     metrics = metrics_frame(campaign, extra)
     if metrics.empty:
@@ -345,7 +374,7 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
         figs.render_figures(found, tmp / "figures",
                             html=tmp / "figures.html" if opts.html else None,
                             title=f"{campaign.name} figures", jobs=opts.jobs,
-                            use_cache=opts.cache)
+                            use_cache=opts.cache, scratch=scratch)
         (tmp / "README.md").write_text(
             _readme(campaign, opts, baseline, cmp, trace, [f.name for f in found]),
             encoding="utf-8")

@@ -37,8 +37,8 @@ import pandas as pd
 from lisa_ext import workbench
 from lisa_ext.trace.cache import file_digest
 
-__all__ = ["TraceFindings", "cache_root", "cached_frame", "code_digest", "digest", "file_digest", "library_versions",
-           "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
+__all__ = ["TraceFindings", "cache_root", "cached_frame", "code_digest", "digest", "file_digest", "has_findings",
+           "library_versions", "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
 
 #: bumped when the layout or the key recipe changes
 CACHE_FORMAT = "lisa-ext-report-1"
@@ -149,6 +149,11 @@ class TraceFindings:
     metrics: list[tuple[str, float, str, bool]] = field(default_factory=list)
     #: frame name -> data for figures
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def has_findings(trace: Path) -> bool:
+    """Whether ``trace``'s findings are cached (without reading them)."""
+    return (cache_root() / "trace-findings" / _findings_key(trace) / "findings.json").is_file()
 
 
 def load_findings(trace: Path) -> tuple[TraceFindings, list[str]] | None:

@@ -47,7 +47,7 @@ from lisa_ext.trace import read_trace
 from lisa_ext.trace.cache import TraceCacheEntry
 
 __all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_page",
-           "explorer_tables", "export_explorer", "point_counts", "use_bokeh"]
+           "explorer_tables", "export_explorer", "point_counts", "trace_file", "use_bokeh"]
 
 # Deferred imports in this module: holoviews/bokeh/panel take seconds; tables-only reports never
 # need them.
@@ -85,7 +85,8 @@ class ExplorerTables:
     findings: pd.DataFrame
 
 
-def _trace_file(source: str | os.PathLike) -> Path:
+def trace_file(source: str | os.PathLike) -> Path:
+    """The trace of ``source``: a trace file, or a run directory holding ``trace.dat``."""
     path = Path(source)
     if path.is_dir():
         path = path / "trace.dat"
@@ -124,7 +125,7 @@ def explorer_tables(source: str | os.PathLike, *, analyses: bool = True) -> Expl
     :param analyses: add the analyses' findings (loads the trace into LISA, which
         costs seconds on a large trace); ``False`` shows the raw tracks only.
     """
-    path = _trace_file(source)
+    path = trace_file(source)
     entry, index = _cached_index(path)
     meta, rows = index["meta"], index["rows"]
     origin = int(meta.get("first_timestamp_ns") or 0)
@@ -415,7 +416,7 @@ def explorer_page(source: str | os.PathLike, path: str | os.PathLike, title: str
     directory, the page kept in the report cache (keyed by the trace's content,
     this code and the plotting libraries): a notebook re-render copies it
     instead of importing holoviews and drawing again."""
-    trace, path = _trace_file(source), Path(path)
+    trace, path = trace_file(source), Path(path)
     key = cache.digest(cache.trace_key(trace), title, analyses, RASTER_ABOVE,
                        cache.code_digest([Path(__file__), Path(cache.__file__).with_name(
                            "figures.py")]), cache.library_versions("holoviews", "bokeh"))

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
-from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
+from lisa_ext.schema import Field, argument_problem, check_mapping, in_bounds, load_yaml, show, type_names
 from lisa_ext.ssh import Endpoint, Trust
 
 __all__ = ["KINDS", "TargetConfig"]
@@ -34,11 +35,11 @@ _EXTRA_SCHEMA = {
     "reset-command": Field((str,), "host shell command that power-cycles or resets the board "
                            "(a lab's PDU or relay), run when the board is lost mid-run"),
     "reset-timeout-s": Field((int, float), "seconds to wait for the board after a reset (default 600)",
-                             check=positive),
+                             bounds=(1, 86_400)),
     "probe-interval-s": Field((int, float), "seconds between health probes during a run (default 5)",
-                              check=positive),
+                              bounds=(0.1, 3_600)),
     "probe-misses": Field((int,), "failed probes in a row that mean the board is lost (default 3)",
-                          check=lambda v: None if v >= 1 else "must be at least 1"),
+                          bounds=(1, 1_000)),
 }
 
 
@@ -65,17 +66,55 @@ def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
                             f"({kd.help}), got {value!r}") from None
 
 
+#: target-conf keys that reach an ssh or adb command line (or a target shell) as one word, and the
+#: characters each may hold: devlib builds adb's command line for a shell, the serial unquoted
+_ARGUMENT_KEYS = {
+    "host": ("a host name or address", re.compile(r"[A-Za-z0-9._:%\[\]-]{1,253}")),
+    "username": ("a user name", re.compile(r"[A-Za-z0-9._@-]{1,64}")),
+    "device": ("an adb serial", re.compile(r"[A-Za-z0-9._:-]{1,128}")),
+    "workdir": ("a directory path", re.compile(r"/[A-Za-z0-9._+@:,/-]{0,254}")),
+}
+#: a make variable's value, one word: make would run a CC or CROSS_COMPILE holding a command line
+_MAKE_VALUE = re.compile(r"[A-Za-z0-9._+=,:/-]{0,255}")
+
+
+def _check_hostile_values(path: Path, conf: dict) -> None:
+    """Refuse what in a target config would run a command on this machine: a host, user name, adb
+    serial or working directory that a program would read as an option or a shell would split (a
+    user name ``-oProxyCommand=...`` on ssh's command line ran a command), a devlib platform class
+    outside ``devlib.platform`` (LISA imports the name and calls it with the config's arguments:
+    ``subprocess.Popen`` ran one), and make variables for LISA's module build holding a command."""
+    for key, (what, allowed) in _ARGUMENT_KEYS.items():
+        value = conf.get(key)
+        if value is None:
+            continue
+        problem = argument_problem(value, what)
+        if problem is None and not allowed.fullmatch(value):
+            problem = f"{value!r} is not {what}" + (" ('@' belongs in target-conf.username)" if "@" in value else "")
+        if problem:
+            raise SpecError(path, f"target-conf.{key}", problem)
+    port = conf.get("port")
+    if port is not None and not (isinstance(port, int) and in_bounds(port, 1, 65_535)):
+        raise SpecError(path, "target-conf.port", f"expected a TCP port from 1 to 65535, got {port!r}")
+    platform_class = (((conf.get("devlib") or {}).get("platform") or {}).get("class"))
+    if platform_class is not None and not re.fullmatch(r"devlib\.platform(\.[A-Za-z_][A-Za-z0-9_]*)+",
+                                                       str(platform_class)):
+        raise SpecError(path, "target-conf.devlib.platform.class", f"{platform_class!r} is not a class of "
+                        "devlib.platform (LISA imports and calls it: devlib.platform.Platform, "
+                        "devlib.platform.arm.Juno, ...)")
+    make = ((conf.get("kernel") or {}).get("modules") or {}).get("make-variables") or {}
+    for name, value in make.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", str(name)) or not _MAKE_VALUE.fullmatch(str(value)):
+            raise SpecError(path, f"target-conf.kernel.modules.make-variables.{name}",
+                            f"{show(value)}: a make variable is a name and one word (no spaces or shell "
+                            "characters: make would run a compiler given as a command line)")
+
+
 def _check_ssh(path: Path, conf: dict) -> None:
-    """What an SSH login needs, and nothing that could pass for an option of ssh."""
+    """What an SSH login needs."""
     if not conf.get("host"):
         raise SpecError(path, "target-conf.host", "missing: the board's address (a kind linux target is "
                         "reached over SSH)")
-    for key in ("host", "username"):
-        value = conf.get(key)
-        if value is not None and (not isinstance(value, str) or value.startswith("-")
-                                  or any(c.isspace() for c in value)):
-            raise SpecError(path, f"target-conf.{key}", f"{value!r}: expected a name that does not start "
-                            "with '-' and holds no spaces")
     if (conf.get("devlib") or {}).get("platform"):
         raise SpecError(path, "target-conf.devlib.platform", "lisa-ext sets devlib's platform of an SSH "
                         "target itself (it checks the host key of every connection): remove this key")
@@ -106,6 +145,7 @@ class TargetConfig:
                 raise SpecError(path, str(key), f"unknown key; allowed here: {', '.join(_TOP_KEYS)}")
         lisa_target = import_lisa("lisa.target")
         _check_level(path, doc["target-conf"], lisa_target.TargetConf.STRUCTURE, "target-conf")
+        _check_hostile_values(path, doc["target-conf"])
         if "platform-info" in doc:
             platinfo = import_lisa("lisa.platforms.platinfo")
             _check_level(path, doc["platform-info"], platinfo.PlatformInfo.STRUCTURE, "platform-info")

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from lisa_ext.errors import UserError
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
-from lisa_ext.ssh import VBOARD_ALIAS, Endpoint, SshClient, Trust
+from lisa_ext.ssh import VBOARD_ALIAS, Endpoint, HostKeyError, SshClient, Trust
 from lisa_ext.workbench import workbench_path
 from lisa_ext.vboard import qemu, rootfs
 
@@ -298,6 +298,8 @@ class VirtualBoard:
                 running = self.running_kernel()
                 if running.boot_id and running.boot_id != not_boot_id:
                     return running
+            except HostKeyError:
+                raise  # another machine, or another key: waiting cannot help
             except (UserError, subprocess.TimeoutExpired, IndexError, ValueError) as exc:
                 last_error = str(exc)
             time.sleep(2)
