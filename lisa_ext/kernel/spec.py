@@ -304,7 +304,7 @@ def load_spec(path: str | os.PathLike) -> VariantSpec:
             or not all(c.isprintable() for c in cmdline.strip())):
         raise SpecError(p, "cmdline" + _line(doc, "cmdline"), "expected a one-line string of kernel "
                         f"parameters (printable characters, at most {_CMDLINE_MAX})")
-    arm64 = doc.get("arm64", True)
+    arm64 = doc.get("arm64", False)
     if not isinstance(arm64, bool):
         raise SpecError(p, "arm64" + _line(doc, "arm64"), f"expected true or false, got {arm64!r}")
     configs = _parse_paths(p, doc, "configs", (".config", ".cfg", ".fragment"))
