@@ -33,7 +33,7 @@ cpu_util | meters | tools | tracing | workloads > health | remote | requirements
 store``; the runner
 writes the store, the report, stats and studies read it through
 :mod:`lisa_ext.campaign.store`. Inside :mod:`lisa_ext.trace`: ``cli > lisa_parser > read | strip >
-cache | systrace | tracedat > bprint | text | tracedat_format > cluster | tables``.
+cache | systrace | tracedat > bprint | perfetto | text | tracedat_format > cluster | tables``.
 
 No module imports by name (``importlib.import_module``, ``'module:function'`` strings) across
 these layers, and the import graph has no cycle (``tests/test_layers.py`` checks both). The one
