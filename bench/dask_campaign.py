@@ -43,7 +43,7 @@ from functools import partial
 from pathlib import Path
 
 from lisa_ext.trace.cluster import SERIAL, map_traces
-from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult, write_json
+from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult
 from lisa_ext.report.traces import collect_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,13 +59,11 @@ def make_campaign(root: Path, trace: Path, runs: int) -> list[Path]:
     paths = []
     for i in range(runs):
         key = RunKey("variant-a" if i % 2 == 0 else "variant-b", "fio-randread", i // 2)
-        tmp = store.new_tmp_run_dir(key)
+        tmp = store.scratch(key)
         (tmp / "trace.dat").symlink_to(trace.resolve())
-        write_json(tmp / "meta.json", {"bench": {"trace_source": str(trace.resolve())}})
-        write_json(tmp / "result.json",
-                   RunResult("dask-bench", key.variant, key.workload, key.iteration, "ok", None,
-                             []).to_json())
-        paths.append(store.commit_run(tmp, key) / "trace.dat")
+        result = RunResult("dask-bench", key.variant, key.workload, key.iteration, "ok", None, [])
+        paths.append(store.publish(key, {"bench": {"trace_source": str(trace.resolve())}}, result, tmp)
+                     / "trace.dat")
     return paths
 
 

@@ -58,6 +58,7 @@ def main() -> int:
 
     from lisa_ext.kernel.build import build_variant
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard import rootfs
     from lisa_ext.vboard.board import VirtualBoard
 
@@ -65,15 +66,16 @@ def main() -> int:
     build_variant(BASELINE)
     build_variant(PATCHED)
     board = VirtualBoard()
+    target = BoardTarget(board)
     board.down()
     lookups, boots, kexecs = [], [], []
     try:
         for _ in range(args.repeat):
             lookups.append(_timed(rootfs.ensure_rootfs))
             board.down()
-            boots.append(_timed(lambda: deploy_variant(board, BASELINE, method="boot")))
-            kexecs.append(_timed(lambda: deploy_variant(board, PATCHED, method="kexec")))
-            kexecs.append(_timed(lambda: deploy_variant(board, BASELINE, method="kexec")))
+            boots.append(_timed(lambda: deploy_variant(target, BASELINE, method="boot")))
+            kexecs.append(_timed(lambda: deploy_variant(target, PATCHED, method="kexec")))
+            kexecs.append(_timed(lambda: deploy_variant(target, BASELINE, method="kexec")))
     finally:
         board.down()
     print(f"rootfs lookup (cached): median {statistics.median(lookups) * 1e3:.1f} ms")

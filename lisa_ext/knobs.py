@@ -4,8 +4,8 @@ The one implementation of knobs (spec check, glob expansion, write, read-back,
 revert), at the target layer: the campaign runner applies a variant's knobs
 around each run and reverts them (:func:`applied_knobs`); a kernel deploy
 applies its variant's knobs for the whole boot (:func:`apply_knobs`). Both
-work on a devlib-style target (``read_value``, ``execute``, ``file_exists``);
-:class:`ShellKnobTarget` gives that to a bare shell (the deploy's).
+need only devlib's ``execute`` of the target (:class:`lisa_ext.target.Target`
+or a LISA target): every read and write is one shell command run as root.
 
 A knob path may be a shell glob (``/sys/devices/system/cpu/cpufreq/policy*/scaling_governor``):
 every match gets the value, and a glob matching nothing is an error.
@@ -32,9 +32,9 @@ import re
 import shlex
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-__all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "active_value", "applied_knobs",
-           "apply_knobs", "check_knobs", "choices", "executing_file", "expand_knobs", "knob_problem",
-           "read_knob", "read_knobs", "revert_knobs", "write_knob"]
+__all__ = ["KnobError", "KnobRevertError", "active_value", "applied_knobs", "apply_knobs", "check_knobs",
+           "choices", "executing_file", "expand_knobs", "knob_problem", "read_knob", "read_knobs",
+           "revert_knobs", "write_knob"]
 
 _GLOB_CHARS = "*?["
 #: what a knob path may hold: a glob is expanded by the target's shell, unquoted, so no
@@ -104,21 +104,12 @@ def knob_problem(path: Any, value: Any) -> str | None:
     return None
 
 
-class ShellKnobTarget:
-    """The devlib calls knobs use, over anything with ``run(command, timeout=...) -> stdout``
-    (the deploy's shells: virtual board, ssh, a local shell in tests); it runs as root."""
+def _read_value(target, path: str) -> str:
+    return target.execute(f"cat {shlex.quote(path)}", as_root=True)
 
-    def __init__(self, shell: Any, timeout: float = 60):
-        self.shell, self.timeout = shell, timeout
 
-    def execute(self, command: str, as_root: bool = False) -> str:
-        return self.shell.run(command, timeout=self.timeout)
-
-    def read_value(self, path: str) -> str:
-        return self.execute(f"cat {shlex.quote(path)}")
-
-    def file_exists(self, path: str) -> bool:
-        return self.execute(f"[ -e {shlex.quote(path)} ] && echo 1 || echo 0").strip() == "1"
+def _file_exists(target, path: str) -> bool:
+    return target.execute(f"[ -e {shlex.quote(path)} ] && echo 1 || echo 0", as_root=True).strip() == "1"
 
 
 def _matches(target, pattern: str) -> list[str]:
@@ -180,7 +171,7 @@ def active_value(text: str, value: str | None = None) -> str:
 
 def read_knob(target, path: str, value: str | None = None) -> str:
     """The active value of ``path``; for a flag-list file, the state of ``value``'s flag."""
-    return active_value(target.read_value(path), value)
+    return active_value(_read_value(target, path), value)
 
 
 #: between two files' contents in :func:`read_knobs`' output (no sysfs value holds it)
@@ -209,7 +200,7 @@ def _offered(text: str) -> list[str] | None:
 
 def choices(target, path: str) -> list[str] | None:
     """The values a bracket-style knob offers, or None for plain-value knobs."""
-    return _offered(target.read_value(path).strip())
+    return _offered(_read_value(target, path).strip())
 
 
 def write_knob(target, path: str, value: str) -> str:
@@ -236,10 +227,10 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
         return [str(exc)]
     problems = []
     for path, value in knobs.items():
-        if not target.file_exists(path):
+        if not _file_exists(target, path):
             problems.append(f"{path} does not exist on the target")
             continue
-        text = target.read_value(path).strip()  # one read: on a board, each is an SSH round trip
+        text = _read_value(target, path).strip()  # one read: on a board, each is an SSH round trip
         offered = _offered(text)
         if offered is not None and value not in offered:
             problems.append(f"{path}: {value!r} is not offered (choices: {', '.join(offered)})")

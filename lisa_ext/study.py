@@ -2,9 +2,12 @@
 
 A study is ``notebooks/<name>.yml`` (the campaign) next to ``notebooks/<name>.ipynb``
 (narrative and parameters). ``lisa-ext study run NAME`` runs (or resumes) the
-campaign into ``data/<name>/``, writes its report (``lisa_ext.report``) and executes
-the notebook with papermill into ``out/<name>.html``. The notebooks call the
-helpers below; every computation stays in :mod:`lisa_ext`.
+campaign into ``data/<name>/`` (:func:`~lisa_ext.campaign.runner.run_campaign`), writes
+its report into ``data/<name>/report/`` (:mod:`lisa_ext.report`, with the spec's
+``report:`` settings) and executes the notebook with papermill into
+``out/<name>.html``; the notebook reads the report's tables and figures
+(:func:`campaign_report`) and writes its own figures beside them. The notebooks
+call the helpers below; every computation stays in :mod:`lisa_ext`.
 
 Studies whose spec targets the virtual board need ``lisa-ext vboard up`` first and
 take tens of minutes under QEMU TCG; the workqueue study runs on this machine.
@@ -26,21 +29,19 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.runner import RunSummary, run_campaign
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import read_campaign
-from lisa_ext.compat import quiet_lisa_logs
+from lisa_ext.campaign.store import CampaignStore, traced_runs
 from lisa_ext.errors import UserError
 from lisa_ext.lisa_hook import skip_iri_format_checker
-from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
+from lisa_ext.report.build import REPORT_DIR, TABLE_FILES, ReportOptions, build_report
 from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name
 from lisa_ext.report.perfetto import perfetto_link
 from lisa_ext.studies import runs
-from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
+__all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",
            "write_report", "comparison_table", "figure_paths", "per_run_analysis",
            "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
            "export_notebook", "use_bokeh"]
@@ -92,44 +93,57 @@ def find_study(name: str, root: Path | None = None) -> Study:
 
 def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
                     run: bool = True, progress: bool = True, smoke: bool = False,
-                    target: str | os.PathLike | None = None) -> Path:
-    """The campaign directory, running (or resuming) the campaign when ``run`` is true.
+                    target: str | os.PathLike | None = None) -> RunSummary | None:
+    """Run (or resume) the campaign into ``campaign_dir`` when ``run`` is true; its summary.
 
-    With ``run=False`` an existing directory is used as it is, so a notebook can be
-    re-rendered from collected data without touching a target. ``smoke`` and
-    ``target`` are :func:`~lisa_ext.campaign.spec.load_spec`'s.
+    With ``run=False`` the runs already collected are used as they are (``None``), so a
+    notebook can be re-rendered without touching a target. ``smoke`` and ``target`` are
+    :func:`~lisa_ext.campaign.spec.load_spec`'s.
     """
     campaign_dir = Path(campaign_dir)
     if not run:
-        if not (campaign_dir / "runs").is_dir():
+        if not CampaignStore(campaign_dir).has_runs():
             raise UserError(f"{campaign_dir}: no runs collected yet; run the campaign first "
                             f"(lisa-ext campaign run {spec} --out {campaign_dir})")
-        return campaign_dir
-
-    loaded = load_spec(spec, smoke=smoke, target=target)
-    check_target_conf(loaded.target)
-    quiet_lisa_logs()
-    CampaignRunner(loaded, campaign_dir, resume=True, progress=progress).run()
-    return campaign_dir
+        return None
+    return run_campaign(load_spec(spec, smoke=smoke, target=target), campaign_dir, resume=True,
+                        progress=progress)
 
 
 def write_report(campaign_dir: str | os.PathLike, out: str | os.PathLike | None = None,
                  **options: Any) -> Path:
-    """``lisa-ext report``: tables and figures of a campaign; options as :class:`ReportOptions`."""
+    """``lisa-ext report``: tables and figures of a campaign, into ``campaign_dir/report``
+    unless ``out``; options as :class:`ReportOptions` (unset ones from the spec's ``report:``)."""
     return build_report(repo_path(campaign_dir),
                         ReportOptions(out=None if out is None else repo_path(out), **options))
+
+
+def campaign_report(campaign_dir: str | os.PathLike, report_dir: str | os.PathLike | None = None) -> Path:
+    """The campaign's report, as ``lisa-ext study run`` wrote it (``campaign_dir/report`` unless
+    ``report_dir``): written now, without ``figures.html``, when it is missing or older than
+    the campaign's last run (a notebook opened in JupyterLab)."""
+    campaign_dir = repo_path(campaign_dir)
+    report = repo_path(report_dir) if report_dir is not None else campaign_dir / REPORT_DIR
+    readme = report / "README.md"
+    if not readme.is_file() or readme.stat().st_mtime < CampaignStore(campaign_dir).last_change():
+        write_report(campaign_dir, report, html=False)
+    return report
 
 
 def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> str:
     """One of the comparison tables a report wrote (mmtests, markdown, lkp, sd, csv)."""
     if fmt not in TABLE_FILES:
         raise UserError(f"table format {fmt!r}: choose one of {', '.join(TABLE_FILES)}")
-    return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
+    path = repo_path(report_dir) / TABLE_FILES[fmt]
+    if not path.is_file():
+        raise UserError(f"{path}: no report here; write it with lisa-ext report CAMPAIGN_DIR "
+                        "(or study.campaign_report)")
+    return path.read_text(encoding="utf-8")
 
 
 def figure_paths(report_dir: str | os.PathLike, pattern: str = "*") -> list[Path]:
     """The report's PNG figures whose name matches the shell pattern, sorted."""
-    return sorted(p for p in (Path(report_dir) / "figures").glob("*.png")
+    return sorted(p for p in (repo_path(report_dir) / "figures").glob("*.png")
                   if fnmatch.fnmatch(p.stem, pattern))
 
 
@@ -164,25 +178,20 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     (``out_dir/<run>.pftrace``, :func:`lisa_ext.report.perfetto.perfetto_link`)
     unless ``perfetto`` is false. For live re-aggregation on zoom, display
     ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
-    for run in read_campaign(repo_path(campaign_dir)).ok_runs:
-        if run.trace is None or (variant, workload, iteration) != (
-                variant and run.variant, workload and run.workload,
-                None if iteration is None else run.iteration):
-            continue
-        out = repo_path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
-                             f"{run.label} trace explorer")
-        shown = show_page(page, height)
-        if not perfetto:
-            return shown
-        # deferred: see the note under __all__
-        from IPython.display import HTML
+    _campaign, found = traced_runs(repo_path(campaign_dir), variant, workload, iteration)
+    run = found[0]
+    out = repo_path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
+                         f"{run.label} trace explorer")
+    shown = show_page(page, height)
+    if not perfetto:
+        return shown
+    # deferred: see the note under __all__
+    from IPython.display import HTML
 
-        link = perfetto_link(run.path, out, figure_name(run.label))
-        return HTML(link + shown.data)
-    raise UserError(f"{campaign_dir}: no traced run matches variant={variant} "
-                    f"workload={workload} iteration={iteration}")
+    link = perfetto_link(run.path, out, figure_name(run.label))
+    return HTML(link + shown.data)
 
 
 def _local_kernel_manager() -> type:
@@ -248,12 +257,31 @@ def export_notebook(nb, out_html: Path) -> Path:
 
 def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = True,
               progress: bool = True, smoke: bool = False,
-              target: str | os.PathLike | None = None) -> Path:
-    ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target)
-    report_dir = out_html.with_name(f"{out_html.stem}-report")
+              target: str | os.PathLike | None = None, echo=print) -> Path:
+    """Run (or resume) the study's campaign, write its report into ``campaign_dir/report``,
+    execute its notebook (which reads the report) into ``out_html``."""
+    if not run and not CampaignStore(campaign_dir).has_runs():
+        _name_the_other_size(study, Path(campaign_dir), smoke)
+    summary = ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target)
+    if summary is not None:
+        echo(summary.line())
+    # the study's own report: settings, also when --no-run renders runs made before they changed
+    report = write_report(campaign_dir, html=False, **load_spec(study.spec, check_files=False).report)
+    echo(f"{study.name} report: {report}")
     return execute_notebook(study.notebook, out_html,
                             {"campaign_dir": str(Path(campaign_dir).resolve()),
-                             "report_dir": str(report_dir.resolve()), "smoke": smoke})
+                             "report_dir": str(report.resolve()), "smoke": smoke})
+
+
+def _name_the_other_size(study: Study, campaign_dir: Path, smoke: bool) -> None:
+    """``--no-run`` on a directory without runs, when the study's runs of the other size
+    exist: say where they are and how to render them."""
+    other = study.default_data(not smoke)
+    if campaign_dir == study.default_data(smoke) and CampaignStore(other).has_runs():
+        flag = "" if smoke else " --smoke"
+        raise UserError(f"{campaign_dir}: no runs collected yet; {other} holds the study's "
+                        f"{'full' if smoke else 'smoke'} runs: render them with "
+                        f"lisa-ext study run {study.name}{flag} --no-run")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -271,7 +299,7 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{name}.html"
     html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress,
                      smoke=args.smoke, target=args.target)
-    print(f"{study.name} report: {html.resolve()}")
+    print(f"{study.name} page: {html.resolve()}")
     return 0
 
 
@@ -283,9 +311,10 @@ def register(subparsers) -> None:
     sub.required = True
     sub.add_parser("list", help="the studies in notebooks/",
                    description="List the studies in notebooks/ with their descriptions.").set_defaults(func=_list)
-    run = sub.add_parser("run", help="run a study's campaign, then execute its notebook to HTML",
-                         description="Run (or resume) a study's campaign, then execute its "
-                                     "notebook into an HTML page.")
+    run = sub.add_parser("run", help="run a study's campaign, write its report, execute its notebook to HTML",
+                         description="Run (or resume) a study's campaign into data/<name>/, write its "
+                                     "report into data/<name>/report/, then execute its notebook "
+                                     "into an HTML page.")
     run.add_argument("name", metavar="NAME", help="study name, e.g. wq-affinity (see: lisa-ext study list)")
     run.add_argument("--data", metavar="DIR", help="campaign directory (default: data/<name>)")
     run.add_argument("-o", "--out", metavar="HTML", help="output page (default: out/<name>.html)")

@@ -80,7 +80,8 @@ def output_dir() -> Path:
 
 
 def cache_root() -> Path:
-    """Where lisa-ext keeps what it can rebuild (kernels, rootfs, tools, report figures):
-    ``$LISA_EXT_CACHE``, else ``~/.cache/lisa-ext``."""
+    """Where lisa-ext keeps what it can rebuild, one subdirectory each (``kernels``, ``ccache``,
+    ``vboard``, ``tools``, ``traces``, ``report``): ``$LISA_EXT_CACHE``, else ``~/.cache/lisa-ext``.
+    The one reading of that variable."""
     env = os.environ.get("LISA_EXT_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "lisa-ext"

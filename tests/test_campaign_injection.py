@@ -100,16 +100,16 @@ def _q(s: str) -> str:
 @pytest.fixture(scope="module")
 def local_target():
     require_live()
-    from lisa_ext.target import connect
+    from lisa_ext.target import open_target
 
-    return connect(LOCAL_TARGET)
+    return open_target(LOCAL_TARGET)
 
 
 @pytest.mark.live
 def test_knob_writers_pass_payloads_as_data(local_target, tmp_path):
     """Campaign knobs (path and value) and the kernel-variant knob writer, on a real shell."""
     from lisa_ext.knobs import write_knob
-    from lisa_ext.kernel.deploy import DeployError, _apply_knobs, _DevlibShell
+    from lisa_ext.kernel.deploy import DeployError, _apply_knobs
 
     for i, payload in enumerate(PAYLOADS):
         knob = tmp_path / f"knob{i}{payload.replace('/', '_')}"
@@ -117,10 +117,10 @@ def test_knob_writers_pass_payloads_as_data(local_target, tmp_path):
         write_knob(local_target, str(knob), payload)
         assert knob.read_text() == payload  # written verbatim, through a file name full of metacharacters
         with pytest.raises(DeployError, match="refusing to hand it to the target's shell"):
-            _apply_knobs(_DevlibShell(local_target), [(f"{tmp_path}/knob*{payload}", "1")])
+            _apply_knobs(local_target, [(f"{tmp_path}/knob*{payload}", "1")])
         plain = tmp_path / "plain"
         try:
-            _apply_knobs(_DevlibShell(local_target), [(str(plain), payload)])
+            _apply_knobs(local_target, [(str(plain), payload)])
         except DeployError as exc:
             assert "reads back" in str(exc)  # a value with newlines does not read back the same
         assert plain.read_text() == payload  # the value went through as data

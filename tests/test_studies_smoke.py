@@ -44,11 +44,12 @@ NOISE = re.compile(r"Traceback|Warning:|WARNING|ERROR|DeprecationWarning|Runtime
 def board():
     require_board_capabilities()
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard
 
     board = VirtualBoard()
     # the runner connects to the board before deploying a study's kernels: bring it up first
-    deploy_variant(board, BASELINE)
+    deploy_variant(BoardTarget(board), BASELINE)
     # ondemand-bursty's sleeping ebizzy is not packaged: build it from ../shared/src and push
     # it, as a user does; the runner's kernel deploys (kexec) keep the board's disk
     from lisa_ext.target import connect

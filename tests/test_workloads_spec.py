@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from campaign_helpers import write_spec
+from campaign_helpers import REPO, write_spec
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.tools import build_tool, missing_tool_hint
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS, make_workload
@@ -85,9 +86,19 @@ def test_commands_built_from_options(tmp_path):
     assert set(make_workload(spec.workloads[0]).TOOLS) >= {"fio", "dmsetup", "losetup"}
 
 
-def test_missing_tool_hints():
-    assert "lisa-ext campaign tool install schbench --src DIR" in missing_tool_hint("schbench")
-    assert "install-system-packages.sh" in missing_tool_hint("pgbench")
+def test_missing_tool_hints(tmp_path, monkeypatch):
+    # the command to paste: the sources shipped beside the workbench, the spec's own target
+    conf = tmp_path / "my board.yml"
+    monkeypatch.chdir(tmp_path)
+    hint = missing_tool_hint("schbench", conf)
+    command = re.search(r"lisa-ext campaign tool install schbench --src (.+) --target 'my board.yml'$", hint)
+    assert command, hint
+    shared = REPO.parent / "shared" / "src" / "schbench"
+    if (shared / "schbench.c").is_file():
+        assert (tmp_path / command[1]).resolve() == shared.resolve()
+    else:
+        assert command[1] == "<a checkout of github masoncl/schbench>"
+    assert "install-system-packages.sh" in missing_tool_hint("pgbench", conf)
 
 
 def test_build_refuses_a_wrong_source_tree(tmp_path):

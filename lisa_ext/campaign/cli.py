@@ -1,4 +1,4 @@
-"""``lisa-ext campaign run SPEC [--resume] [-o DIR]``, ``lisa-ext campaign status DIR`` and
+"""``lisa-ext campaign run SPEC [--resume] [-o DIR]``, ``lisa-ext campaign status DIR [--repair]`` and
 ``lisa-ext campaign tool build|install TOOL --src DIR [--target CONF]``."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.runner import run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.status import campaign_status
 from lisa_ext.campaign.tools import build_tool, install_tool
 from lisa_ext.compat import quiet_lisa_logs
-from lisa_ext.target import check_target_conf, connect
+from lisa_ext.target import TargetConfig, connect
 
 __all__ = ["register"]
 
@@ -22,29 +22,25 @@ def default_campaign_dir(name: str) -> Path:
 
 def _run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    check_target_conf(spec.target)
     out = Path(args.out) if args.out else default_campaign_dir(spec.name)
-    quiet_lisa_logs()
-    summary = CampaignRunner(spec, out, resume=args.resume, progress=not args.no_progress).run()
-    print(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
-          + (f", {summary.skipped} already done" if summary.skipped else "")
-          + f" -> {summary.campaign_dir}")
+    summary = run_campaign(spec, out, resume=args.resume, progress=not args.no_progress)
+    print(summary.line())
     return 1 if summary.failed else 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    status = campaign_status(args.dir)
+    status = campaign_status(args.dir, repair=args.repair)
     print(status.render())
-    return 0 if not (status.failed or status.missing) else 1
+    return 0 if not (status.failed or status.missing or status.damaged) else 1
 
 
 def _tool(args: argparse.Namespace) -> int:
     binary = build_tool(args.tool, args.src)
     print(f"built {args.tool}: {binary}")
     if args.tool_action == "install":
-        check_target_conf(args.target)
+        config = TargetConfig.load(args.target)
         quiet_lisa_logs()
-        target = connect(args.target)
+        target = connect(config)
         print(f"installed {args.tool} on {args.target}: {install_tool(target, binary)}")
     return 0
 
@@ -66,9 +62,13 @@ def register(subparsers) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
     status = sub.add_parser("status", help="list done / failed / missing runs of a campaign directory",
-                            description="List the done, failed and missing runs of a campaign directory; "
-                                        "exit status 1 when any run failed or is missing.")
+                            description="List the done, failed, missing and damaged runs of a campaign "
+                                        "directory; exit status 1 when any run failed, is missing or is "
+                                        "damaged.")
     status.add_argument("dir", metavar="DIR", help="campaign directory, e.g. data/quickstart")
+    status.add_argument("--repair", action="store_true",
+                        help="move damaged runs (an unreadable result.json, a stray directory) aside to "
+                             "DIR/quarantine/, keeping every other run; --resume then runs them again")
     status.set_defaults(func=_status)
     tool_help = ("build workload binaries Debian does not package (schbench, ebizzy) "
                  "and install them on a target")

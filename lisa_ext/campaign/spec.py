@@ -27,6 +27,7 @@ and reverted after it) and, optionally, ``kernel:`` a kernel variant spec that
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -41,8 +42,10 @@ from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.kernel.spec import load_spec as load_kernel_spec
 from lisa_ext.knobs import knob_problem
+from lisa_ext.target.config import TargetConfig
 
-__all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options"]
+__all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options",
+           "stored_spec_matches"]
 
 ORDERS = ("interleave", "group-by-variant")
 #: iterations of one (variant, workload): a study runs tens; the plan of runs is built in memory
@@ -97,12 +100,23 @@ _TOP_SCHEMA = {
                      bounds=(0, 100)),
     "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
+    "report": Field((dict,), "how the report compares the variants: baseline, test, mean, alpha"),
     "android": Field((dict,), "keys replacing the spec's when its target is an Android device: "
                      + ", ".join(("variants", "workloads", "energy", "trace", "iterations", "requires"))),
 }
 
 #: what an ``android:`` section may replace: the rest (name, order, ...) is the study's, whatever the target
 _ANDROID_KEYS = ("variants", "workloads", "energy", "trace", "iterations", "requires")
+
+#: the report's settings a spec may fix (``lisa-ext report`` options override them; the report
+#: checks their values against the statistics it knows)
+_REPORT_SCHEMA = {
+    "baseline": Field((str,), "the variant the others are compared with (default: the first)"),
+    "test": Field((str,), "significance test: welch | mwu | ks | mmtests"),
+    "mean": Field((str,), "mean to report: auto | amean | hmean | gmean"),
+    "alpha": Field((int, float), "significance level, between 0 and 1",
+                   check=lambda v: None if 0 < v < 1 else "must be between 0 and 1"),
+}
 
 _SMOKE_SCHEMA = {
     "iterations": Field((int,), "iterations of a smoke run", bounds=(1, MAX_ITERATIONS)),
@@ -208,8 +222,15 @@ class CampaignSpec:
     requires: dict[str, Any] = field(default_factory=dict)
     smoke: bool = False
     """Whether the spec's ``smoke:`` overrides were applied."""
+    report: dict[str, Any] = field(default_factory=dict)
+    """The report's settings (``report:``): baseline, test, mean, alpha."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
+
+    @functools.cached_property
+    def target_config(self) -> TargetConfig:
+        """The spec's target config, read and checked on first use (once per spec)."""
+        return TargetConfig.load(self.target)
 
 
 def _plain(node: Any) -> Any:
@@ -295,6 +316,39 @@ def _apply_android(path: Path, doc: dict) -> dict:
     return {**doc, **android}
 
 
+#: top-level keys that say how runs are reported, not what runs: a campaign may change them
+#: and still resume
+_REPORTING_KEYS = ("report",)
+
+
+def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True) -> bool:
+    """Whether ``stored`` (a campaign directory's spec copy, as data) runs what ``spec`` as
+    applied runs: its smoke: overrides and target included, so a smoke campaign resumes as
+    itself; its ``report:`` settings aside.
+
+    ``legacy``: also accept the copy older versions kept of a smoke or ``--target`` campaign,
+    the spec file as written, when applying the same overrides to it gives ``spec``.
+    """
+    stored = _plain(stored)
+    if not isinstance(stored, dict):
+        return False
+    raw = {k: v for k, v in spec.raw.items() if k not in _REPORTING_KEYS}
+    stored = {k: v for k, v in stored.items() if k not in _REPORTING_KEYS}
+    if stored == raw:
+        return True
+    if not legacy:
+        return False
+    try:
+        applied = _apply_smoke(spec.path, stored) if spec.smoke and "smoke" in stored else stored
+    except SpecError:
+        return False
+
+    def target(doc: dict) -> Path | None:
+        return _resolve(spec.path, doc["target"]) if isinstance(doc.get("target"), str) else None
+
+    return ({**applied, "target": None} == {**raw, "target": None} and target(applied) == target(raw))
+
+
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
               target: str | os.PathLike | None = None) -> CampaignSpec:
     """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
@@ -353,6 +407,10 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
             if w.kind in variant.workload_options:
                 _check_workload(path, f"variants[{i}].workload-options.{w.kind} on {w.name}",
                                 {"name": w.name, "kind": w.kind, **variant.workload(w).options})
+    report = check_mapping(path, top["report"], "report", _REPORT_SCHEMA) if "report" in top else {}
+    if "baseline" in report and report["baseline"] not in {v.name for v in variants}:
+        raise SpecError(path, "report.baseline", f"{report['baseline']!r} is not a variant of this spec; "
+                        f"allowed: {', '.join(v.name for v in variants)}")
     if trace is not None and trace.workloads is not None:
         for name in trace.workloads:
             if name not in {w.name for w in workloads}:
@@ -377,5 +435,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
         retries=top.get("retries", 1),
         requires=requires,
         smoke=smoke,
+        report=_plain(report),
         raw=_plain(doc),
     )

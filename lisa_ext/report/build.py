@@ -2,8 +2,10 @@
 
 ``build_report(CAMPAIGN_DIR)`` reads the store (:mod:`~lisa_ext.report.campaign`),
 adds trace-derived metrics (:mod:`~lisa_ext.report.traces`), compares every
-variant with the baseline (:func:`lisa_ext.stats.compare`) and writes
-``CAMPAIGN_DIR/report/``:
+variant with the baseline (:func:`lisa_ext.stats.compare`, with the settings of
+the spec's ``report:`` section unless given) and writes ``CAMPAIGN_DIR/report/``
+(the one place a campaign's report lives; ``lisa-ext study run`` writes it there
+too, and the study's notebook reads it):
 
 * ``metrics.csv``: the tidy metrics table the comparison used
 * ``comparison.csv`` / ``.mmtests.txt`` / ``.md`` / ``.lkp.txt`` / ``.sd.txt``
@@ -21,7 +23,7 @@ import os
 import shutil
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +38,10 @@ from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
 
-__all__ = ["ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
+__all__ = ["REPORT_DIR", "ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
+
+#: where a campaign's report lives, inside its campaign directory
+REPORT_DIR = "report"
 
 #: format -> file name under report/
 TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
@@ -49,12 +54,18 @@ TIMELINE_MARGIN_MS = 1.0
 TIMELINE_QUANTILE = 0.99
 
 
+#: the statistics settings when neither the caller nor the spec's ``report:`` gives them
+DEFAULT_SETTINGS = {"test": "welch", "mean": "auto", "alpha": 0.05}
+
+
 @dataclass
 class ReportOptions:
+    #: ``None``: the spec's ``report:`` setting, else the first variant
     baseline: str | None = None
-    test: str = "welch"
-    mean: str = "auto"
-    alpha: float = 0.05
+    #: ``None``: the spec's ``report:`` setting, else :data:`DEFAULT_SETTINGS`
+    test: str | None = None
+    mean: str | None = None
+    alpha: float | None = None
     traces: bool = True
     html: bool = True
     #: where to write; default ``<campaign>/report``
@@ -78,7 +89,7 @@ class _TraceData:
 def _collect_traces(campaign: Campaign, use_cache: bool = True,
                     scheduler: str | None = None) -> _TraceData:
     data = _TraceData([], defaultdict(list), defaultdict(list))
-    traced = [run for run in campaign.ok_runs if run.trace is not None]
+    traced = campaign.traced_runs()
     cached = {run: report_cache.load_findings(run.trace) for run in traced} if use_cache else {}
     todo = [run for run in traced if cached.get(run) is None]
     fresh = {}
@@ -196,7 +207,7 @@ def _timelines(campaign: Campaign, trace: _TraceData) -> list[figs.FigureSpec]:
                  f"{int(worst['pid'])}, {float(worst['latency']) * 1e6:.0f} us")
         if any(frame is not None and not frame.empty for frame, _ in panels.values()):
             found.append(figs.FigureSpec(figs.figure_name(workload, variant, "timeline"),
-                                         "timeline_figure", (panels, wakeups, title)))
+                                         figs.timeline_figure, (panels, wakeups, title)))
     return found
 
 
@@ -210,7 +221,7 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
         if runs["value"].isna().all():
             continue  # e.g. rt-app's perf index of a 100 % duty-cycle task: no budget, nothing to draw
         found.append(figs.FigureSpec(
-            figs.figure_name(workload, metric), "metric_bars_figure",
+            figs.figure_name(workload, metric), figs.metric_bars_figure,
             (block, f"{workload}: {first['mean_kind']} {metric}", ylabel,
              runs[["variant", "iteration", "value"]])))
     latencies = defaultdict(list)
@@ -226,7 +237,7 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
                 parts.append(pd.DataFrame({"variant": variant, "latency": q}))
         if parts:
             found.append(figs.FigureSpec(
-                figs.figure_name(workload, "wakeup_latency_cdf"), "latency_cdf_figure",
+                figs.figure_name(workload, "wakeup_latency_cdf"), figs.latency_cdf_figure,
                 (pd.concat(parts, ignore_index=True), f"{workload}: wakeup latency CDF")))
     for frame_name, label, namer, title in (
             ("idle_residency", "idle state", _idle_state_name, "idle state residency"),
@@ -234,7 +245,7 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
         pct = _residency_pct(trace.frames.get(frame_name, []), namer)
         for workload, block in pct.groupby("workload", sort=False):
             found.append(figs.FigureSpec(figs.figure_name(workload, frame_name),
-                                         "residency_figure",
+                                         figs.residency_figure,
                                          (block, f"{workload}: {title}", label)))
     found.extend(_timelines(campaign, trace))
     return found
@@ -249,7 +260,7 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
     w(f"Significance: {opts.test} test, alpha={opts.alpha:g}; fewer than 3 runs are flagged, "
       f"never starred. Mean: {opts.mean} (auto = hmean when higher is better, else amean).\n\n")
     ok, failed = campaign.ok_runs, campaign.failed_runs
-    lost = {run.label: n for run in campaign.runs if (n := trace_loss.read_run_lost(run.path))}
+    lost = {run.label: n for run in campaign.runs if (n := trace_loss.read_run_lost(run))}
     w(f"Runs: {len(ok)} ok, {len(failed)} failed"
       + (f", {len(lost)} with lost trace events" if lost else "") + ".\n\n")
     if lost:
@@ -293,6 +304,15 @@ def campaign_metrics(campaign_dir: str | os.PathLike, *, traces: bool = True, us
     return metrics_frame(campaign, pd.DataFrame(rows) if rows else None)
 
 
+def _settled(opts: ReportOptions, campaign: Campaign) -> ReportOptions:
+    """``opts`` with each unset statistics setting taken from the spec's ``report:`` section,
+    else from :data:`DEFAULT_SETTINGS`."""
+    stored = campaign.report_settings
+    chosen = {key: getattr(opts, key) if getattr(opts, key) is not None else stored.get(key, default)
+              for key, default in (("baseline", None), *DEFAULT_SETTINGS.items())}
+    return replace(opts, **chosen)
+
+
 def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = None) -> Path:
     """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
     opts = opts or ReportOptions()
@@ -331,12 +351,13 @@ def _build(campaign: Campaign, opts: ReportOptions, scratch: Path) -> Path:
     metrics = metrics_frame(campaign, extra)
     if metrics.empty:
         raise UserError(f"{campaign.root}: no successful run reported any metric")
+    opts = _settled(opts, campaign)
     present = [v for v in campaign.variants if v in set(metrics["variant"])]
     baseline = opts.baseline or present[0]
     cmp = compare(metrics, baseline, test=opts.test, mean=opts.mean, alpha=opts.alpha,
                   variants=present)
 
-    final = Path(opts.out) if opts.out else campaign.root / "report"
+    final = Path(opts.out) if opts.out else campaign.root / REPORT_DIR
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import workbench
+from lisa_ext.trace.cache import file_digest
 
 __all__ = ["TraceFindings", "cache_root", "cached_frame", "code_digest", "digest", "file_digest", "has_findings",
            "library_versions", "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
@@ -82,15 +83,6 @@ def digest(*parts: Any) -> str:
     h = hashlib.sha256(CACHE_FORMAT.encode())
     for part in parts:
         _feed(h, part)
-    return h.hexdigest()
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    """SHA-256 (hex) of a file's content."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
     return h.hexdigest()
 
 

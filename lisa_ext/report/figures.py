@@ -13,8 +13,7 @@ renumbered in order of first appearance after rendering.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import inspect
 import json
 import multiprocessing
 import os
@@ -25,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from html import escape as html_escape
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -270,31 +269,28 @@ def figure_name(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A figure still to draw: ``builder`` names a ``*_figure`` function of this
-    module, or ``"package.module:function"`` (a study's own figure), called with
-    ``args`` / ``kwargs`` (frames, strings, numbers). Keeping the recipe instead of
-    the holoviews object lets a report find its figures in the cache without
-    importing holoviews at all."""
+    """A figure still to draw: ``builder`` is a function returning a holoviews object (a
+    ``*_figure`` function of this module, or a study's own, passed by the study itself),
+    called with ``args`` / ``kwargs`` (frames, strings, numbers). Keeping the recipe instead
+    of the holoviews object lets a report find its figures in the cache without importing
+    holoviews at all; the builder is a module-level function, so it reaches the processes
+    drawing figures by reference."""
 
     name: str
-    builder: str
+    builder: Callable[..., Any]
     args: tuple
     kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def _function(self):
-        module, _, function = self.builder.rpartition(":")
-        return getattr(importlib.import_module(module), function) if module else globals()[function]
-
     def build(self):
-        return self._function()(*self.args, **self.kwargs)
+        return self.builder(*self.args, **self.kwargs)
 
     def key(self, *options: Any) -> str:
         """Hash of the data, the options, the code drawing it and the plotting libraries."""
-        module = self.builder.rpartition(":")[0]
-        # a study's builder module is hashed from its spec's origin: no import needed to find it
-        origin = importlib.util.find_spec(module).origin if module else None
-        code = code_digest([Path(origin)]) if origin else ""
-        return digest(_code_version(), code, self.builder, self.args, self.kwargs, *options)
+        module = self.builder.__module__
+        # a study's builder is hashed from its module's source; this module's is in _code_version
+        code = "" if module == __name__ else code_digest([Path(inspect.getsourcefile(self.builder))])
+        return digest(_code_version(), code, f"{module}.{self.builder.__qualname__}", self.args,
+                      self.kwargs, *options)
 
 
 _CODE_VERSION: list[str] = []
@@ -312,12 +308,9 @@ ITEM = "item.json"
 
 
 def _own_builder(spec: FigureSpec) -> str | None:
-    """The name of ``spec``'s builder when it is one of this module's ``*_figure`` functions
-    (named, or the function itself), whose files lisa_ext.report.drawing draws directly."""
-    builder = spec.builder
-    if isinstance(builder, str):
-        return None if ":" in builder else builder
-    return builder.__name__ if getattr(builder, "__module__", None) == __name__ else None
+    """The name of ``spec``'s builder when it is one of this module's ``*_figure`` functions,
+    whose files lisa_ext.report.drawing draws directly."""
+    return spec.builder.__name__ if spec.builder.__module__ == __name__ else None
 
 
 def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],

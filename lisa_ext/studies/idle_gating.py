@@ -111,6 +111,6 @@ def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: 
     report's figure cache when the same frame was drawn before (a re-render draws nothing)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    spec = FigureSpec(f"idle-residency-{workload}", f"{__name__}:plot_idle_residency",
+    spec = FigureSpec(f"idle-residency-{workload}", plot_idle_residency,
                       (residency[residency["workload"] == workload].reset_index(drop=True), workload, state_names))
     return render_figures([spec], out, formats=("png",))[0]

@@ -78,7 +78,7 @@ def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
 
 
 def _traced_runs(campaign_dir: str | os.PathLike) -> list[Run]:
-    return [r for r in read_campaign(campaign_dir).ok_runs if r.trace is not None]
+    return read_campaign(campaign_dir).traced_runs()
 
 
 def df_wakeups(campaign_dir: str | os.PathLike) -> pd.DataFrame:
@@ -203,7 +203,7 @@ def timeline_page(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frames = tuple((variant, *timeline_frames(campaign_dir, variant, workload)) for variant in variants)
-    spec = FigureSpec("timeline", f"{__name__}:timeline_figure", (frames, workload))
+    spec = FigureSpec("timeline", timeline_figure, (frames, workload))
     page = out / "timeline.html"
     render_figures([spec], out, html=page, title=f"{STUDY}: frequency around a wake-up, {workload}", formats=())
     return page

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store import traced_runs
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.trace import load_trace
@@ -26,9 +26,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     the analysis needs are skipped with a warning naming the run.
     """
     frames = []
-    for run in read_campaign(Path(campaign_dir)).runs:
-        if run.status != "ok" or run.trace is None:
-            continue
+    for run in traced_runs(Path(campaign_dir))[1]:
         def compute(path=run.trace):
             return getattr(getattr(load_trace(path).ana, analysis), method)(**kwargs)
 

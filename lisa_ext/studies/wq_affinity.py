@@ -124,9 +124,7 @@ def df_kcryptd_placement(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     ``items``, ``same_llc_pct`` (executed in the queueing CPU's LLC domain), ``same_cpu_pct``
     and ``latency_p50_us`` (queue to start of execution)."""
     rows = []
-    for run in read_campaign(campaign_dir).ok_runs:
-        if run.trace is None:
-            continue
+    for run in read_campaign(campaign_dir).traced_runs():
         stats = _placement(run, run.trace)
         kcryptd = stats[stats.index.astype(str).str.startswith(KCRYPTD_PREFIX)]
         if kcryptd.empty:

@@ -4,11 +4,12 @@ A trace is converted once; later loads read one parquet file per event
 (memory-mapped) instead of decoding the trace again, and only the events (and
 columns) they need: :mod:`lisa_ext.trace.lisa_parser` reads the timestamps of
 every event but the fields of the requested ones only. The key is the SHA-256 of
-the file's bytes plus :data:`CACHE_FORMAT` (bumped whenever a reader's output
-changes), so a file modified in place, or another file at the same path, is
-never served stale, and copies of one trace share an entry.
+the file's bytes (:func:`file_digest`, computed once per file and process, the
+report's caches key on it too) plus :data:`CACHE_FORMAT` (bumped whenever a
+reader's output changes), so a file modified in place, or another file at the
+same path, is never served stale, and copies of one trace share an entry.
 
-Layout, under ``$LISA_EXT_CACHE`` or ``~/.cache/lisa-ext/traces``::
+Layout, under ``$LISA_EXT_CACHE/traces`` (``~/.cache/lisa-ext/traces``)::
 
     <key[:2]>/<key>/meta.json          TraceTables.meta, event -> file and event -> rows
     <key[:2]>/<key>/events/<n>.parquet one table per event (+ ``__line`` for text)
@@ -34,8 +35,9 @@ from typing import Iterable
 
 from lisa_ext.errors import UserError
 from lisa_ext.trace.tables import TraceTables
+from lisa_ext.workbench import cache_root
 
-__all__ = ["CACHE_FORMAT", "STATISTICS_COLUMNS", "cache_dir", "content_key", "TraceCacheEntry",
+__all__ = ["CACHE_FORMAT", "STATISTICS_COLUMNS", "cache_dir", "content_key", "file_digest", "TraceCacheEntry",
            "CacheEntryDamaged", "clear", "parquet_options"]
 
 # Deferred imports in this module: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext
@@ -47,9 +49,29 @@ _LINE_COLUMN = "__line"
 
 
 def cache_dir() -> Path:
-    """Root of the cache: ``$LISA_EXT_CACHE`` if set, else ``~/.cache/lisa-ext/traces``."""
-    env = os.environ.get("LISA_EXT_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "lisa-ext" / "traces"
+    """Root of the trace cache: ``traces/`` under the cache root (``$LISA_EXT_CACHE``, else
+    ``~/.cache/lisa-ext``: :func:`lisa_ext.workbench.cache_root`)."""
+    return cache_root() / "traces"
+
+
+#: (real path, device, inode, size, mtime) -> SHA-256: a file is hashed once per process
+_DIGESTS: dict[tuple, str] = {}
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of a file's content, computed once per process for a file that has not
+    changed since (same device, inode, size and modification time)."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    ident = (real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    digest = _DIGESTS.get(ident)
+    if digest is None:
+        h = hashlib.sha256()
+        with open(real, "rb") as f:
+            while chunk := f.read(1 << 22):
+                h.update(chunk)
+        digest = _DIGESTS[ident] = h.hexdigest()
+    return digest
 
 
 #: the only columns given parquet statistics (min/max per row group): what readers filter
@@ -71,12 +93,8 @@ def parquet_options(table, compression: str = "zstd") -> dict:
 
 
 def content_key(path: str | os.PathLike) -> str:
-    """SHA-256 of the file's content and of :data:`CACHE_FORMAT`, as hex."""
-    digest = hashlib.sha256(CACHE_FORMAT.encode())
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The cache key of a trace file: SHA-256 of :data:`CACHE_FORMAT` and of the file's digest."""
+    return hashlib.sha256(f"{CACHE_FORMAT}:{file_digest(path)}".encode()).hexdigest()
 
 
 def clear() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.target.board import BoardTarget
 from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
 __all__ = ["register"]
@@ -85,7 +86,7 @@ def _up(args: argparse.Namespace) -> int:
     _log_to_stderr()
     board = _board(args)
     if args.variant is not None:
-        provenance = deploy_variant(board, args.variant, method=args.method)
+        provenance = deploy_variant(BoardTarget(board), args.variant, method=args.method)
         print(json.dumps(provenance, indent=2, default=str))
         return 0
     if args.method != "boot":
