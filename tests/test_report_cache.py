@@ -78,10 +78,10 @@ def test_fast_figures_draw_the_holoviews_figures_numbers(tmp_path):
     campaign = read_campaign(SAMPLE)
     metrics = metrics_frame(campaign)
     specs = [s for s in _figures(campaign, metrics, compare(metrics, "system"), build._TraceData([], {}, {}))
-             if s.builder == "metric_bars_figure"]
+             if s.builder is figures.metric_bars_figure]
     assert len(specs) > 10
     for spec in specs[:5]:
-        fig = drawing.MPL[spec.builder](*spec.args)
+        fig = drawing.MPL[spec.builder.__name__](*spec.args)
         ax = fig.axes[0]
         heights = [p.get_height() for p in ax.patches]
         bars = spec.build().Bars.I.data if hasattr(spec.build(), "Bars") else None
@@ -91,6 +91,6 @@ def test_fast_figures_draw_the_holoviews_figures_numbers(tmp_path):
             assert bars["mean"].tolist() == pytest.approx(expected)
         dots = ax.collections[-1].get_offsets()[:, 1]
         assert sorted(dots) == pytest.approx(sorted(spec.args[3]["value"]))
-        model = drawing.BOKEH[spec.builder](*spec.args)
+        model = drawing.BOKEH[spec.builder.__name__](*spec.args)
         assert model.title.text == spec.args[1]
     assert isinstance(hv.Store.current_backend, str)
