@@ -7,6 +7,7 @@ variant with the baseline (:func:`lisa_ext.stats.compare`) and writes
 
 * ``metrics.csv``: the tidy metrics table the comparison used
 * ``comparison.csv`` / ``.mmtests.txt`` / ``.md`` / ``.lkp.txt`` / ``.sd.txt``
+* ``cover-letter.md`` / ``.html`` / ``.txt``: the cover-letter table (:mod:`lisa_ext.report.cover`)
 * ``figures/*.png`` and ``*.svg`` (matplotlib), ``figures.html`` (bokeh)
 * ``README.md``: what was compared how, failed runs, skipped analyses, tables
 
@@ -39,7 +40,9 @@ __all__ = ["ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
 
 #: format -> file name under report/
 TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
-               "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt"}
+               "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt",
+               "cover": "cover-letter.md", "cover-html": "cover-letter.html",
+               "cover-text": "cover-letter.txt"}
 #: wakeup latency CDFs are drawn through this many quantiles per variant
 CDF_POINTS = 500
 #: the timeline shows this much before and after the chosen wakeup (ms)
