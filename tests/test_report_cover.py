@@ -17,7 +17,8 @@ import scipy.stats as sps
 
 from lisa_ext import stats
 from lisa_ext.errors import UserError
-from lisa_ext.report.cover import CoverLetterTable, format_number, metric_label, render_cover
+from lisa_ext.report.cover import CoverLetterTable, render_cover
+from lisa_ext.report.readable import format_number, metric_label
 from lisa_ext.stats.cover import cover_table
 
 #: RFC 000's RK3399 fio IOPS runs (../shared/rfcs/000_58751f302850aa96.txt) and a latency made from them

@@ -3,8 +3,8 @@
 One row per metric and variant: mean ± sd (or the harmonic / geometric mean), the % change
 against the baseline with its confidence interval, the test's p-value, the verdict and n.
 Metrics are named for a reader: a study passes its own labels, and any other metric
-name is spelled out by :func:`metric_label` (``wakeup_lat_p99`` [us] -> "wake-up latency
-p99 (µs)"). The text layout follows mmtests' ``compare-kernels.sh``: per metric a mean
+name is spelled out by :func:`lisa_ext.report.readable.metric_label` (``wakeup_lat_p99``
+[us] -> "wake-up latency p99 (µs)"). The text layout follows mmtests' ``compare-kernels.sh``: per metric a mean
 row with ``(pct%)`` or ``*pct%*`` when significant, its % sign-normalised (positive is
 better), then the spread, the change's interval, the p-value and n.
 
@@ -19,67 +19,13 @@ from typing import Mapping
 
 import pandas as pd
 
-__all__ = ["CoverLetterTable", "FORMATS", "format_number", "metric_label", "render_cover"]
+from lisa_ext.report.readable import EMPTY, decimals_of, format_number, metric_label
 
-_UNITS = {"us": "µs", "μs": "µs", "mw": "mW", "mibps": "MiB/s", "khz": "kHz", "mhz": "MHz"}
-_WORDS = {"lat": "latency", "bw": "bandwidth", "iops": "IOPS", "tps": "TPS", "util": "utilisation",
-          "pct": "%", "avg": "mean", "wakeup": "wake-up", "stddev": "sd", "mw": "", "cpu": "CPU",
-          "ms": "", "us": "", "s": "", "mhz": "", "khz": "", "mibps": ""}
+__all__ = ["CoverLetterTable", "FORMATS", "render_cover"]
+
 _TEST_NAMES = {"welch": "Welch's t", "mwu": "Mann-Whitney U", "ks": "Kolmogorov-Smirnov",
                "mmtests": "mmtests' rule"}
 _MEAN_NAMES = {"amean": "", "hmean": "hmean", "gmean": "gmean"}
-EMPTY = "–"
-
-
-def metric_label(metric: str, unit: str = "", labels: Mapping[str, str] | None = None) -> str:
-    """A metric's name for a reader: ``labels[metric]`` when given, else its identifier
-    spelled out (underscores to spaces, common abbreviations expanded, a ``trace`` prefix
-    moved to the end), with its unit in parentheses."""
-    unit = _UNITS.get(str(unit).lower(), str(unit)) if unit else ""
-    source = ""
-    if labels and metric in labels:
-        name = labels[metric]
-    else:
-        words = metric.split()
-        if words and words[0] == "trace":
-            words, source = words[1:], "trace"
-        parts = [_WORDS.get(w.lower(), w) for token in words for w in token.split("_")]
-        name = " ".join(p for p in parts if p).removesuffix(" per")
-        if unit and unit.startswith(f"{name}/"):  # records_per_s [records/s]
-            name, unit = unit, ""
-        if name.endswith(" %"):
-            name, unit = name[:-2], unit or "%"
-        name = name.replace(" % ", " (%) ")
-    if unit and (f"({unit})" in name or name.split()[-1:] == [unit]):
-        unit = ""
-    inside = ", ".join(x for x in (source, unit) if x)
-    return f"{name} ({inside})" if inside else name
-
-
-def _decimals(x: float) -> int:
-    """Decimal places :func:`format_number` prints ``x`` with."""
-    a = abs(x)
-    if a >= 100:
-        return 0
-    if a >= 10:
-        return 1
-    if a >= 1 or a == 0:
-        return 2
-    return max(0, 2 - math.floor(math.log10(a)))
-
-
-def format_number(x: float, decimals: int | None = None) -> str:
-    """A value as a reader reads it: 3-4 significant digits (or ``decimals``), thousands
-    separated, never scientific notation below a billion: 2,622; 924; 12.3; 0.0123."""
-    if x is None or not math.isfinite(x):
-        return EMPTY if x is None or math.isnan(x) else ("∞" if x > 0 else "-∞")
-    if abs(x) >= 1e9:
-        return f"{x:.3g}"
-    places = _decimals(x) if decimals is None else decimals
-    text = f"{x:,.{places}f}"
-    if decimals is None and 1 <= abs(x) < 10:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "0.00", "-0.00") and x == 0 else text
 
 
 def _pct(x: float) -> str:
@@ -106,7 +52,7 @@ def _p(p: float) -> str:
 def _mean(row: dict) -> str:
     value = format_number(row["mean"])
     sd = row["stddev"]
-    decimals = _decimals(row["mean"]) if math.isfinite(row["mean"]) else None
+    decimals = decimals_of(row["mean"]) if math.isfinite(row["mean"]) else None
     if math.isfinite(sd) and decimals is not None and round(sd, decimals) == 0:
         decimals = None  # a spread below the mean's last digit keeps its own digits
     spread = f" ± {format_number(sd, decimals)}" if row["mean_kind"] != "gmean" and math.isfinite(sd) else ""
