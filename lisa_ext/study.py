@@ -32,17 +32,20 @@ from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import read_campaign
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
-from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
+from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report, campaign_metrics
+from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name
+from lisa_ext.report.readable import readable_table
+from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
 from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
-           "write_report", "comparison_table", "figure_paths", "per_run_analysis",
-           "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
-           "export_notebook", "use_bokeh"]
+           "write_report", "comparison_table", "cover_table", "figure_paths", "per_run_analysis",
+           "execute_notebook", "run_study", "register", "explore_run", "show_page", "show_figure",
+           "readable_table", "repo_path", "export_notebook", "use_bokeh"]
 
 # Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
 # need them.
@@ -126,6 +129,20 @@ def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> st
     return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
 
 
+def cover_table(campaign_dir: str | os.PathLike, baseline: str, metrics: dict[str, str] | list[str],
+                *, workloads: list[str] | None = None, variants: list[str] | None = None,
+                mean: str = "auto", test: str = "welch", alpha: float = 0.05, confidence: float = 0.95,
+                traces: bool = False) -> CoverLetterTable:
+    """The cover-letter table (:mod:`lisa_ext.report.cover`) of a campaign: ``metrics`` the
+    metric names to quote, in order, or {metric: label}; ``traces`` adds the trace-derived
+    metrics (``trace ...``). Shown as HTML in a notebook; ``.markdown()`` / ``.text()`` for
+    the letter."""
+    table = _cover_frame(campaign_metrics(repo_path(campaign_dir), traces=traces), baseline,
+                         metric_names=list(metrics), workloads=workloads, variants=variants,
+                         mean=mean, test=test, alpha=alpha, confidence=confidence)
+    return CoverLetterTable(table, metrics if isinstance(metrics, dict) else None)
+
+
 def figure_paths(report_dir: str | os.PathLike, pattern: str = "*") -> list[Path]:
     """The report's PNG figures whose name matches the shell pattern, sorted."""
     return sorted(p for p in (Path(report_dir) / "figures").glob("*.png")
@@ -138,10 +155,18 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     return runs.per_run_analysis(repo_path(campaign_dir), analysis, method, **kwargs)
 
 
+#: the iframe of :func:`show_page` takes its document's height once the plots are drawn
+_FIT_FRAME = ("const f=this,b=f.contentDocument&&f.contentDocument.body;if(!b)return;"
+              "const fit=()=>{f.style.height=Math.max(b.scrollHeight,"
+              "f.contentDocument.documentElement.scrollHeight)+'px'};"
+              "fit();new f.contentWindow.ResizeObserver(fit).observe(b)")
+
+
 def show_page(path: str | os.PathLike, height: int = 900):
     """A standalone HTML page (the explorer's, a report's figures.html) shown in
     the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
-    JupyterLab and in the exported study HTML alike, offline."""
+    JupyterLab and in the exported study HTML alike, offline. ``height`` is the
+    frame's height until the page has drawn; the frame then fits the page."""
     # deferred: see the note under __all__
     from IPython.display import HTML
 
@@ -151,16 +176,29 @@ def show_page(path: str | os.PathLike, height: int = 900):
         # the exported study page must carry the plot
         warnings.simplefilter("ignore", UserWarning)
         return HTML(f'<iframe srcdoc="{html.escape(text, quote=True)}" '
+                    f'onload="{html.escape(_FIT_FRAME, quote=True)}" '
                     f'style="width:100%;height:{height}px;border:0"></iframe>')
+
+
+def show_figure(path: str | os.PathLike):
+    """A figure the report or a study module wrote, shown inline as its SVG (the ``.svg``
+    beside a ``.png``): sharp at any zoom, and its text stays text on the page."""
+    # deferred: see the note under __all__
+    from IPython.display import SVG
+
+    return SVG(filename=str(Path(path).with_suffix(".svg")))
 
 
 def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
                 variant: str | None = None, workload: str | None = None,
-                iteration: int | None = None, height: int = 900):
+                iteration: int | None = None, height: int = 900,
+                findings: bool | list[str] = True):
     """The trace explorer (:mod:`lisa_ext.report.explore`) of a campaign's first
     traced run matching the filters, written to ``out_dir/explorer_<run>.html``
-    and shown in the notebook. For live re-aggregation on zoom, display
-    ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
+    and shown in the notebook; ``findings``: the analyses whose findings it marks
+    (``idle_miss``, ``iowait_boost``, ``wq_placement``; default all). For live
+    re-aggregation on zoom, display ``explore(run_dir)`` itself after
+    ``hv.extension("bokeh")``."""
     for run in read_campaign(repo_path(campaign_dir)).ok_runs:
         if run.trace is None or (variant, workload, iteration) != (
                 variant and run.variant, workload and run.workload,
@@ -169,7 +207,7 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
         out = repo_path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
-                             f"{run.label} trace explorer")
+                             f"{run.label} trace explorer", analyses=findings)
         return show_page(page, height)
     raise UserError(f"{campaign_dir}: no traced run matches variant={variant} "
                     f"workload={workload} iteration={iteration}")
@@ -229,6 +267,9 @@ def export_notebook(nb, out_html: Path) -> Path:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     nb = copy.deepcopy(nb)
+    if any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        # papermill keeps the notebook's defaults above the values it ran with: show what ran
+        nb.cells = [c for c in nb.cells if "parameters" not in c.get("metadata", {}).get("tags", [])]
     for cell in nb.cells:
         # HoloViews/panel's notebook loader and comm code (LISA's import shows them)
         # fetch BokehJS from a CDN and need a live kernel; the page's plots are
