@@ -35,7 +35,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report, campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.explore import explorer_page, use_bokeh
-from lisa_ext.report.figures import figure_name
+from lisa_ext.report.figures import figure_name, svg_text
 from lisa_ext.report.readable import readable_table
 from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
@@ -129,16 +129,22 @@ def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> st
     return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
 
 
-def cover_table(campaign_dir: str | os.PathLike, baseline: str, metrics: dict[str, str] | list[str],
-                *, workloads: list[str] | None = None, variants: list[str] | None = None,
-                mean: str = "auto", test: str = "welch", alpha: float = 0.05, confidence: float = 0.95,
-                traces: bool = False) -> CoverLetterTable:
+def cover_table(campaign_dir: str | os.PathLike, baseline: str | None,
+                metrics: dict[str, str] | list[str] | tuple[str, ...], *, workloads: list[str] | None = None,
+                variants: list[str] | None = None, mean: str = "auto", test: str = "welch", alpha: float = 0.05,
+                confidence: float = 0.95, traces: bool = False, skip_missing: bool = False) -> CoverLetterTable:
     """The cover-letter table (:mod:`lisa_ext.report.cover`) of a campaign: ``metrics`` the
-    metric names to quote, in order, or {metric: label}; ``traces`` adds the trace-derived
-    metrics (``trace ...``). Shown as HTML in a notebook; ``.markdown()`` / ``.text()`` for
-    the letter."""
-    table = _cover_frame(campaign_metrics(repo_path(campaign_dir), traces=traces), baseline,
-                         metric_names=list(metrics), workloads=workloads, variants=variants,
+    metric names to quote, in order, or {metric: label}; ``baseline`` None for the campaign's
+    first variant; ``traces`` adds the trace-derived metrics (``trace ...``); ``skip_missing``
+    leaves out the metrics no run reported. Shown as HTML in a notebook; ``.markdown()`` /
+    ``.text()`` for the letter."""
+    frame = campaign_metrics(repo_path(campaign_dir), traces=traces)
+    names = list(metrics)
+    if skip_missing:
+        names = [m for m in names if m in set(frame["metric"])] or names
+    if baseline is None:
+        baseline = next(iter(dict.fromkeys(frame["variant"])))
+    table = _cover_frame(frame, baseline, metric_names=names, workloads=workloads, variants=variants,
                          mean=mean, test=test, alpha=alpha, confidence=confidence)
     return CoverLetterTable(table, metrics if isinstance(metrics, dict) else None)
 
@@ -180,13 +186,19 @@ def show_page(path: str | os.PathLike, height: int = 900):
                     f'style="width:100%;height:{height}px;border:0"></iframe>')
 
 
-def show_figure(path: str | os.PathLike):
-    """A figure the report or a study module wrote, shown inline as its SVG (the ``.svg``
-    beside a ``.png``): sharp at any zoom, and its text stays text on the page."""
+def show_figure(figure):
+    """A figure shown inline as SVG: a file the report or a study module wrote (the ``.svg``
+    beside a ``.png``) or a matplotlib figure (closed once drawn). Sharp at any zoom, and its
+    text stays in the page, where the page check reads it (an SVG output would be exported
+    as an image)."""
     # deferred: see the note under __all__
-    from IPython.display import SVG
+    from IPython.display import HTML
 
-    return SVG(filename=str(Path(path).with_suffix(".svg")))
+    if hasattr(figure, "savefig"):
+        text = svg_text(figure)
+    else:
+        text = Path(figure).with_suffix(".svg").read_text(encoding="utf-8")
+    return HTML(text[text.index("<svg"):])
 
 
 def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
@@ -314,6 +326,27 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new(args: argparse.Namespace) -> int:
+    # deferred: only `study new` writes templates
+    from lisa_ext.studies.template import write_study
+
+    values = [v for v in (args.values or "").split(",") if v]
+    written = write_study(args.name, knob=args.knob, values=values, kernel=args.kernel,
+                          workloads=args.workload or ("schbench", "hackbench"), target=args.target)
+    for path in written:
+        print(f"wrote {path}")
+    if not args.no_render:
+        study = find_study(args.name)
+        page = output_dir() / "out" / f"{study.name}.html"
+        execute_notebook(study.notebook, page, {"campaign_dir": str(study.default_data()),
+                                                "report_dir": str(page.with_name(f"{study.name}-report")),
+                                                "smoke": False})
+        print(f"page, on the committed sample campaign until the study has runs: {page}")
+    print(f"next: lisa-ext campaign check notebooks/{args.name}.yml, then lisa-ext study run {args.name} --smoke "
+          "(docs/your-own-study.md)")
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("study", help="run a study (campaign + report + notebook)",
                               description="List the studies in notebooks/, or run one: its campaign, "
@@ -337,3 +370,20 @@ def register(subparsers) -> None:
                      help="LISA target config to run on instead of the spec's (another platform)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
+    new = sub.add_parser("new", help="start a study: spec, kernel variants or knob values, notebook",
+                         description="Write notebooks/NAME.yml (campaign spec), notebooks/NAME.ipynb (its page: "
+                                     "status, cover-letter table, mechanism figure, explorer) and, with "
+                                     "--kernel, kernels/NAME/{baseline,patched}.yml; then render the page on "
+                                     "the committed sample campaign, before any run. Nothing is overwritten.")
+    new.add_argument("name", metavar="NAME", help="study name: lower-case letters, digits, dashes")
+    new.add_argument("--knob", metavar="PATH", help="a runtime knob the variants set, e.g. "
+                                                    "/sys/kernel/debug/sched/features")
+    new.add_argument("--values", metavar="A,B,...", help="the knob's value per variant, the baseline first")
+    new.add_argument("--kernel", action="store_true",
+                     help="variants are kernels: write kernels/NAME/baseline.yml and patched.yml")
+    new.add_argument("--workload", action="append", metavar="KIND",
+                     help="workload kind to start from (repeatable; default schbench and hackbench)")
+    new.add_argument("--target", metavar="CONF", default="../target-configs/vboard.yml",
+                     help="target config, relative to notebooks/ (default: the virtual board)")
+    new.add_argument("--no-render", action="store_true", help="do not render the page on the sample")
+    new.set_defaults(func=_new)

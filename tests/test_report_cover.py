@@ -126,9 +126,10 @@ def test_names_and_numbers_for_a_reader():
     assert metric_label("trace too deep", "%") == "too deep (trace, %)"
     assert metric_label("power_mw", "mW") == "power (mW)"
     assert metric_label("records_per_s", "records/s") == "records/s"
+    assert metric_label("read_clat_p99_9", "us") == "read clat p99.9 (µs)"
     assert metric_label("x_y", "ms", {"x_y": "my metric"}) == "my metric (ms)"
     assert [format_number(x) for x in (1416000.0, 2622.4, 924.2, 12.34, 1.5, 0.01234, math.nan)] == \
-        ["1,416,000", "2,622", "924", "12.3", "1.5", "0.0123", "–"]
+        ["1,416,000", "2,622", "924", "12.3", "1.50", "0.0123", "–"]
 
 
 def test_nearly_identical_samples_give_no_scipy_warning():

@@ -10,6 +10,7 @@ the number rule (3-4 significant digits, thousands separated, never ``1.4e+06``)
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -21,7 +22,7 @@ EMPTY = "–"
 
 _UNITS = {"us": "µs", "μs": "µs", "mw": "mW", "mibps": "MiB/s", "khz": "kHz", "mhz": "MHz"}
 _WORDS = {"lat": "latency", "bw": "bandwidth", "iops": "IOPS", "tps": "TPS", "util": "utilisation",
-          "avg": "mean", "wakeup": "wake-up", "stddev": "sd", "cpu": "CPU", "freq": "frequency"}
+          "avg": "mean", "wakeup": "wake-up", "wu": "wake-up", "perf": "performance", "stddev": "sd", "cpu": "CPU", "freq": "frequency"}
 #: identifier tokens that name a unit: ``sleep_ms_median`` -> "sleep median (ms)"
 _UNIT_TOKENS = {"pct": "%", "ms": "ms", "us": "µs", "ns": "ns", "s": "s", "mhz": "MHz", "khz": "kHz",
                 "mw": "mW", "w": "W", "mibps": "MiB/s", "kib": "KiB", "mib": "MiB"}
@@ -38,6 +39,8 @@ def metric_label(metric: str, unit: str = "", labels: Mapping[str, str] | None =
         if words and words[0] == "trace":
             words, source = words[1:], "trace"
         parts = []
+        # p99_9 is the 99.9th percentile, not p99 and 9
+        words = [re.sub(r"(^|_)p(\d+)_(\d+)(?=_|$)", r"\1p\2.\3", w) for w in words]
         for word in (w for token in words for w in token.split("_")):
             if word.lower() in _UNIT_TOKENS and (parts or len(words) > 1):
                 unit = unit or _UNIT_TOKENS[word.lower()]
@@ -76,17 +79,18 @@ def format_number(x: float, decimals: int | None = None) -> str:
         return f"{x:.3g}"
     places = decimals_of(x) if decimals is None else decimals
     text = f"{x:,.{places}f}"
-    if decimals is None and 1 <= abs(x) < 10:
-        text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "0.00", "-0.00") and x == 0 else text
 
 
 def readable_table(frame: pd.DataFrame, labels: Mapping[str, str] | None = None,
-                   index: Sequence[str] | None = None, units: Mapping[str, str] | None = None):
+                   index: Sequence[str] | None = None, units: Mapping[str, str] | None = None,
+                   rename_rows: bool = False):
     """``frame`` styled for a page: columns (and index levels) renamed by ``labels`` or
     :func:`metric_label` (``units``: column -> unit, else a ``pct`` / ``ms`` / ``mhz``
-    ... word of the name gives it), ``index`` columns moved to the index (a bare 0..n-1 index is
-    hidden), numbers by :func:`format_number`, empty cells as :data:`EMPTY`."""
+    ... word of the name, or a trailing `` [unit]``, gives it), ``index`` columns moved to the
+    index (a bare 0..n-1 index is hidden), with ``rename_rows`` the index's labels renamed
+    alike (a transposed table of metrics), numbers by :func:`format_number`, empty cells as
+    :data:`EMPTY`."""
     df = frame.copy()
     if index:
         df = df.set_index(list(index))
@@ -100,10 +104,18 @@ def readable_table(frame: pd.DataFrame, labels: Mapping[str, str] | None = None,
         column = str(column)
         if labels and column in labels:
             return labels[column]
+        bracketed = re.match(r"^(.*\S)\s*\[([^\]]+)\]$", column)
+        if bracketed and column not in units:
+            return metric_label(bracketed.group(1), bracketed.group(2), labels)
         return metric_label(column, units.get(column, ""))
 
-    df.columns = [name(c) for c in df.columns]
+    if isinstance(df.columns, pd.MultiIndex):  # levels of values (variant, iteration): names only
+        df.columns = df.columns.set_names([None if n is None else name(n) for n in df.columns.names])
+    else:
+        df.columns = [name(c) for c in df.columns]
     df.index = df.index.set_names([None if n is None else name(n) for n in df.index.names])
+    if rename_rows:
+        df.index = df.index.map(lambda label: name(label) if isinstance(label, str) else label)
     styler = df.style.format(lambda v: format_number(v) if isinstance(v, (int, float)) and not
                              isinstance(v, bool) else str(v), na_rep=EMPTY)
     if isinstance(frame.index, pd.RangeIndex) and not index:

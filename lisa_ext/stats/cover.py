@@ -68,13 +68,10 @@ def cover_table(metrics: pd.DataFrame, baseline: str, *, metric_names: Sequence[
             metrics = metrics[metrics[column].isin(wanted)]
     table = with_verdicts(compare(metrics, baseline, test=test, mean=mean, alpha=alpha,
                                   confidence=confidence, variants=variants), confidence)
-    order = {}
-    if workloads is not None:
-        order["workload"] = list(workloads)
-    if metric_names is not None:
-        order["metric"] = list(metric_names)
-    if order:
-        keys = [table[c].map({v: i for i, v in enumerate(values)}) for c, values in order.items()]
-        table = table.assign(**{f"_{c}": k for c, k in zip(order, keys)}).sort_values(
-            [f"_{c}" for c in order], kind="stable").drop(columns=[f"_{c}" for c in order])
+    # rows by workload, then metric, in the order asked for (else the table's), variants as compared
+    workload_order = list(workloads) if workloads is not None else list(dict.fromkeys(table["workload"]))
+    metric_order = list(metric_names) if metric_names is not None else list(dict.fromkeys(table["metric"]))
+    keys = pd.DataFrame({"w": table["workload"].map({w: i for i, w in enumerate(workload_order)}),
+                         "m": table["metric"].map({m: i for i, m in enumerate(metric_order)})})
+    table = table.loc[keys.sort_values(["w", "m"], kind="stable").index]
     return table.reset_index(drop=True)[COVER_COLUMNS]

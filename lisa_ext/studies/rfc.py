@@ -165,7 +165,7 @@ def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str
                f"ours: {platform}")
     wrong = rfc_arithmetic(study, table_id)
     if wrong.empty:
-        return frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption)
+        return _styled(frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption))
     text = frame.apply(lambda column: column.map(_cell)).astype(object)
     for row in wrong.itertuples(index=False):
         unit = next(c.unit for c in table.columns if c.name == row.column)
@@ -173,7 +173,12 @@ def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str
             f"{_cell(row.printed)} † (its numbers: {row.recomputed:+.0f})"
     caption += (" — † the RFC prints a percentage its own numbers do not give; both are shown, "
                 "and the sentences below use the recomputed one")
-    return text.style.set_caption(caption)
+    return _styled(text.style.set_caption(caption))
+
+
+def _styled(styler):
+    # the row header heads the columns' first level already: no second header row for the index name
+    return styler.hide(axis="index", names=True)
 
 
 def _cell(value: float) -> str:
