@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from campaign_helpers import REPO
+import page_check
 from lisa_ext import quickstart
 from lisa_ext.report.readable import format_number
 from lisa_ext.study import execute_notebook
@@ -36,6 +37,9 @@ def test_notebook_report_from_sample(tmp_path):
         assert f">{format_number(value)}<" in text, (result_path, format_number(value))
     executed = json.loads((tmp_path / "quickstart.ipynb").read_text())
     assert executed["cells"][1]["metadata"]["tags"] == ["parameters"]
+    check = page_check.check_page(html)
+    assert check.seen["svg_figures"] and check.seen["tables"] >= 4, check.seen
+    assert not check.findings, f"what a reader trips over on the page:\n{check.report()}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
