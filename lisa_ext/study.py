@@ -129,17 +129,17 @@ def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> st
     return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
 
 
-def cover_table(campaign_dir: str | os.PathLike, baseline: str | None,
-                metrics: dict[str, str] | list[str] | tuple[str, ...], *, workloads: list[str] | None = None,
+def cover_table(campaign_dir: str | os.PathLike, baseline: str | None = None,
+                metrics: dict[str, str] | list[str] | tuple[str, ...] | None = None, *, workloads: list[str] | None = None,
                 variants: list[str] | None = None, mean: str = "auto", test: str = "welch", alpha: float = 0.05,
                 confidence: float = 0.95, traces: bool = False, skip_missing: bool = False) -> CoverLetterTable:
     """The cover-letter table (:mod:`lisa_ext.report.cover`) of a campaign: ``metrics`` the
-    metric names to quote, in order, or {metric: label}; ``baseline`` None for the campaign's
+    metric names to quote, in order, or {metric: label} (None: every one); ``baseline`` None for the campaign's
     first variant; ``traces`` adds the trace-derived metrics (``trace ...``); ``skip_missing``
     leaves out the metrics no run reported. Shown as HTML in a notebook; ``.markdown()`` /
     ``.text()`` for the letter."""
     frame = campaign_metrics(repo_path(campaign_dir), traces=traces)
-    names = list(metrics)
+    names = list(metrics) if metrics is not None else list(dict.fromkeys(frame["metric"]))
     if skip_missing:
         names = [m for m in names if m in set(frame["metric"])] or names
     if baseline is None:

@@ -10,8 +10,8 @@
   const add = (check, where, detail) => findings.push({check, where, detail});
   const outputs = () => Array.from(document.querySelectorAll(".jp-OutputArea-output"));
   const clean = (s) => (s || "").replace(/\s+/g, " ").trim();
-  // a unit in parentheses or brackets, a % or a word that is its own unit
-  const UNIT = /\([^)]*\S[^)]*\)|\[[^\]]*\S[^\]]*\]|%|\b(fraction|share|count|number|ratio|per cent)\b/i;
+  // a unit in parentheses or brackets, a %, a rate (records/s) or a word that is its own unit
+  const UNIT = /\([^)]*\S[^)]*\)|\[[^\]]*\S[^\]]*\]|%|\w\/s\b|\b(IOPS|TPS|RPS)\b|\b(fraction|share|count|number|ratio|per cent)\b/i;
   const UNITLESS_AXIS = /^(cpu|cpus|cpu id|iteration|clients?|jobs?|tasks?|finding|variant|workload|load|scope)$/i;
   const NUMBER = /^[−\-+]?\d[\d,]*(\.\d+)?([eE][+\-]?\d+)?%?$/;
   const SCIENTIFIC = /\d(\.\d+)?[eE][+\-]?\d+|×\s*10/;
