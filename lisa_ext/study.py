@@ -332,7 +332,7 @@ def _new(args: argparse.Namespace) -> int:
 
     values = [v for v in (args.values or "").split(",") if v]
     written = write_study(args.name, knob=args.knob, values=values, kernel=args.kernel,
-                          workloads=args.workload or ("schbench", "hackbench"), target=args.target)
+                          workloads=args.workload_kinds or ("schbench", "hackbench"), target=args.target)
     for path in written:
         print(f"wrote {path}")
     if not args.no_render:
@@ -381,8 +381,9 @@ def register(subparsers) -> None:
     new.add_argument("--values", metavar="A,B,...", help="the knob's value per variant, the baseline first")
     new.add_argument("--kernel", action="store_true",
                      help="variants are kernels: write kernels/NAME/baseline.yml and patched.yml")
-    new.add_argument("--workload", action="append", metavar="KIND",
-                     help="workload kind to start from (repeatable; default schbench and hackbench)")
+    new.add_argument("--workload-kind", action="append", metavar="KIND", dest="workload_kinds",
+                     help="workload kind to start from: schbench, hackbench, rtapp, fio (repeatable; "
+                          "default schbench and hackbench)")
     new.add_argument("--target", metavar="CONF", default="../target-configs/vboard.yml",
                      help="target config, relative to notebooks/ (default: the virtual board)")
     new.add_argument("--no-render", action="store_true", help="do not render the page on the sample")

@@ -44,7 +44,7 @@ TRACE_EVENTS = ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup"
 WORKLOAD_TEMPLATES: dict[str, tuple[dict, dict]] = {
     "schbench": ({"runtime-s": 10, "message-threads": 2, "threads": 2}, {"runtime-s": 3}),
     "hackbench": ({"groups": 2, "loops": 500, "mode": "thread"}, {"loops": 100}),
-    "rtapp": ({"duration-s": 10, "tasks": {"periodic": {"duty-cycle-pct": 25, "period-ms": 16}}},
+    "rtapp": ({"duration-s": 10, "tasks": {"bursty": {"duty-cycle-pct": 25, "period-ms": 16}}},
               {"duration-s": 3}),
     "fio": ({"options": {"rw": "randread", "bs": "4k", "ioengine": "psync", "direct": 1, "size": "32M",
                          "runtime": 10, "time_based": 1}},
@@ -80,7 +80,7 @@ def spec_text(name: str, *, knob: str | None, values: Sequence[str], kernels: Se
              f"target: {target}",
              "iterations: 5",
              "# interleave the variants (A B A B ...) so that slow drift falls on both",
-             "order: interleave" if not kernels else "# grouped: a kernel switch is a reboot\norder: grouped",
+             "order: interleave" if not kernels else "# a kernel switch is a reboot: each variant's runs together\norder: group-by-variant",
              "trace:",
              "  # the scheduler's and the idle/frequency governors' decisions, and what the task",
              "  # selectors (exec:NAME, tree:PID) need to find the workload's own tasks",
@@ -186,7 +186,7 @@ def write_study(name: str, *, knob: str | None = None, values: Sequence[str] = (
                         "starting with a letter (it names files and a campaign)")
     unknown = [w for w in workloads if w not in WORKLOAD_TEMPLATES]
     if unknown:
-        raise UserError(f"--workload {', '.join(unknown)}: a new study starts from "
+        raise UserError(f"--workload-kind {', '.join(unknown)}: a new study starts from "
                         f"{', '.join(WORKLOAD_TEMPLATES)} (add others to the spec afterwards: docs/workloads.md)")
     if kernel == bool(knob):
         raise UserError("a new study compares either kernel variants (--kernel) or values of one runtime "
