@@ -26,18 +26,33 @@ state (``NO_UTIL_EST``), and reads back as that flag's current token.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import math
 import re
 import shlex
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 __all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "active_value", "applied_knobs",
-           "apply_knobs", "check_knobs", "choices", "expand_knobs", "knob_problem", "read_knob",
-           "read_knobs", "revert_knobs", "write_knob"]
+           "apply_knobs", "check_knobs", "choices", "executing_file", "expand_knobs", "knob_problem",
+           "read_knob", "read_knobs", "revert_knobs", "write_knob"]
 
 _GLOB_CHARS = "*?["
 #: what a knob path may hold: a glob is expanded by the target's shell, unquoted, so no
 #: character that shell would read as anything but a file name or a glob
-_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+$")
+_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+\Z")
+
+#: a sysfs attribute's store() gets at most one page
+_VALUE_MAX = 4096
+#: files whose value the kernel runs as a program, or that register one: a knob there would run
+#: a command as root on the target (Documentation/admin-guide/sysctl/kernel.rst: core_pattern
+#: "|program", modprobe, hotplug, poweroff_cmd, usermodehelper; binfmt_misc; uevent_helper)
+_EXECUTING_FILES = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sys/kernel/hotplug",
+                    "/proc/sys/kernel/poweroff_cmd", "/proc/sys/kernel/usermodehelper/bset",
+                    "/proc/sys/kernel/usermodehelper/inheritable", "/proc/sys/fs/binfmt_misc/register",
+                    "/sys/kernel/uevent_helper")
+#: under /proc, only sysctls and IRQ settings are knobs: /proc/<pid>/mem is another process's
+#: memory, /proc/sysrq-trigger crashes or reboots
+_PROC_KNOB = re.compile(r"/proc/(sys|irq)/")
 
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
 _FLAG = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -51,11 +66,23 @@ class KnobRevertError(KnobError):
     """A knob could not be restored: the target is left in a modified state."""
 
 
+def executing_file(path: str) -> bool:
+    """Whether writing ``path``, or a file the glob ``path`` may match, makes the kernel run a
+    program or reach another process (see :data:`_EXECUTING_FILES`, :data:`_PROC_KNOB`)."""
+    if path.startswith("/proc/") and not _PROC_KNOB.match(path):
+        return True
+    if path.startswith("/proc/sys/fs/binfmt_misc"):
+        return True
+    # fnmatch's * also matches '/': a glob is refused when it could reach such a file at all
+    return any(fnmatch.fnmatchcase(f, path) for f in _EXECUTING_FILES)
+
+
 def knob_problem(path: Any, value: Any) -> str | None:
     """What is wrong with one knob of a spec (campaign or kernel variant), or None.
 
-    A knob is an absolute path under ``/sys/`` or ``/proc/`` (globs allowed,
-    ``..`` not) and a string or number value.
+    A knob is an absolute path under ``/sys/`` or ``/proc/sys/``, ``/proc/irq/`` (globs
+    allowed, ``..`` not; never a file the kernel runs a program from) and a string or
+    number value.
     """
     if not isinstance(path, str) or not re.match(r"^/(sys|proc)/", path):
         return (f"knob {path!r} must be an absolute path under /sys or /proc, "
@@ -65,8 +92,15 @@ def knob_problem(path: Any, value: Any) -> str | None:
     if not _PATH_RE.match(path):
         return (f"knob {path!r}: a knob path may hold letters, digits, _ . / - : , + @ and the glob "
                 "characters * ? [ ] only")
+    if executing_file(path):
+        return (f"knob {path}: the kernel runs the program such a file names, or it reaches other "
+                "processes; a spec may not write it (under /proc, knobs are in /proc/sys/ and /proc/irq/)")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return f"knob {path}: value must be a string or a number, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"knob {path}: value must be a finite number, got {value!r}"
+    if len(str(value)) > _VALUE_MAX:
+        return f"knob {path}: value longer than {_VALUE_MAX} characters (a sysfs file takes one page)"
     return None
 
 
@@ -106,12 +140,13 @@ def expand_knobs(target, knobs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -
     out: dict[str, str] = {}
     for pattern, value in items:
         pattern, value = str(pattern), str(value)
-        if not any(c in pattern for c in _GLOB_CHARS):
-            out[pattern] = value
-            continue
-        paths = _matches(target, pattern)
+        paths = _matches(target, pattern) if any(c in pattern for c in _GLOB_CHARS) else [pattern]
         if not paths:
             raise KnobError(f"knob {pattern}: no file matches on the target")
+        refused = [p for p in paths if executing_file(p)]
+        if refused:  # the spec check refuses these first; this holds for any caller
+            raise KnobError(f"knob {pattern}: refusing to write {refused[0]}, which makes the kernel run a "
+                            "program or reaches other processes")
         out.update(dict.fromkeys(paths, value))
     return out
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 from importlib.metadata import version
 from pathlib import Path
@@ -23,7 +24,7 @@ from lisa_ext import hostkeys
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
-from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
+from lisa_ext.schema import Field, argument_problem, check_mapping, in_bounds, load_yaml, show, type_names
 from lisa_ext.vboard.board import target_conf_overrides
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
@@ -36,11 +37,11 @@ _EXTRA_SCHEMA = {
     "reset-command": Field((str,), "host shell command that power-cycles or resets the board "
                            "(a lab's PDU or relay), run when the board is lost mid-run"),
     "reset-timeout-s": Field((int, float), "seconds to wait for the board after a reset (default 600)",
-                             check=positive),
+                             bounds=(1, 86_400)),
     "probe-interval-s": Field((int, float), "seconds between health probes during a run (default 5)",
-                              check=positive),
+                              bounds=(0.1, 3_600)),
     "probe-misses": Field((int,), "failed probes in a row that mean the board is lost (default 3)",
-                          check=lambda v: None if v >= 1 else "must be at least 1"),
+                          bounds=(1, 1_000)),
 }
 
 
@@ -67,6 +68,50 @@ def _check_level(path: Path, node: Any, level: Any, prefix: str) -> None:
                             f"({kd.help}), got {value!r}") from None
 
 
+#: target-conf keys that reach an ssh or adb command line (or a target shell) as one word, and the
+#: characters each may hold: devlib builds adb's command line for a shell, the serial unquoted
+_ARGUMENT_KEYS = {
+    "host": ("a host name or address", re.compile(r"[A-Za-z0-9._:%\[\]-]{1,253}")),
+    "username": ("a user name", re.compile(r"[A-Za-z0-9._@-]{1,64}")),
+    "device": ("an adb serial", re.compile(r"[A-Za-z0-9._:-]{1,128}")),
+    "workdir": ("a directory path", re.compile(r"/[A-Za-z0-9._+@:,/-]{0,254}")),
+}
+#: a make variable's value, one word: make would run a CC or CROSS_COMPILE holding a command line
+_MAKE_VALUE = re.compile(r"[A-Za-z0-9._+=,:/-]{0,255}")
+
+
+def _check_hostile_values(path: Path, conf: dict) -> None:
+    """Refuse what in a target config would run a command on this machine: a host, user name, adb
+    serial or working directory that a program would read as an option or a shell would split (a
+    user name ``-oProxyCommand=...`` on ssh's command line ran a command), a devlib platform class
+    outside ``devlib.platform`` (LISA imports the name and calls it with the config's arguments:
+    ``subprocess.Popen`` ran one), and make variables for LISA's module build holding a command."""
+    for key, (what, allowed) in _ARGUMENT_KEYS.items():
+        value = conf.get(key)
+        if value is None:
+            continue
+        problem = argument_problem(value, what)
+        if problem is None and not allowed.fullmatch(value):
+            problem = f"{value!r} is not {what}" + (" ('@' belongs in target-conf.username)" if "@" in value else "")
+        if problem:
+            raise SpecError(path, f"target-conf.{key}", problem)
+    port = conf.get("port")
+    if port is not None and not (isinstance(port, int) and in_bounds(port, 1, 65_535)):
+        raise SpecError(path, "target-conf.port", f"expected a TCP port from 1 to 65535, got {port!r}")
+    platform_class = (((conf.get("devlib") or {}).get("platform") or {}).get("class"))
+    if platform_class is not None and not re.fullmatch(r"devlib\.platform(\.[A-Za-z_][A-Za-z0-9_]*)+",
+                                                       str(platform_class)):
+        raise SpecError(path, "target-conf.devlib.platform.class", f"{platform_class!r} is not a class of "
+                        "devlib.platform (LISA imports and calls it: devlib.platform.Platform, "
+                        "devlib.platform.arm.Juno, ...)")
+    make = ((conf.get("kernel") or {}).get("modules") or {}).get("make-variables") or {}
+    for name, value in make.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", str(name)) or not _MAKE_VALUE.fullmatch(str(value)):
+            raise SpecError(path, f"target-conf.kernel.modules.make-variables.{name}",
+                            f"{show(value)}: a make variable is a name and one word (no spaces or shell "
+                            "characters: make would run a compiler given as a command line)")
+
+
 def check_target_conf(path: str | os.PathLike) -> dict:
     """Validate a target config file against LISA's structure; return it as plain data."""
     path = Path(path).resolve()
@@ -79,6 +124,7 @@ def check_target_conf(path: str | os.PathLike) -> dict:
             raise SpecError(path, str(key), f"unknown key; allowed here: {', '.join(_TOP_KEYS)}")
     lisa_target = import_lisa("lisa.target")
     _check_level(path, doc["target-conf"], lisa_target.TargetConf.STRUCTURE, "target-conf")
+    _check_hostile_values(path, doc["target-conf"])
     if "platform-info" in doc:
         platinfo = import_lisa("lisa.platforms.platinfo")
         _check_level(path, doc["platform-info"], platinfo.PlatformInfo.STRUCTURE, "platform-info")

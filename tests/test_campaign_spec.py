@@ -104,7 +104,7 @@ def test_missing_required_key(tmp_path):
     ("kind: fio", "kind: iozone", "unknown workload kind 'iozone'; allowed: cyclictest, ebizzy, fio, hackbench, pgbench, rtapp, schbench, wa"),
     ("rw: randread", "output: x", "set by lisa-ext itself"),
     ("small: {", "toolongname: {", "task names are 1-7 letters"),
-    ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "must be in (0, 100]"),
+    ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "expected a number from 0.01 to 100"),
     ("name: b\n", "name: a\n", "name 'a' is used twice"),
     ("iterations: 2", "iterations: 2\norder: random", "is not one of: interleave, group-by-variant"),
 ])

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ruamel.yaml import YAML
 from tqdm import tqdm
 
 from lisa_ext import knobs as _knobs
@@ -49,6 +48,7 @@ from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.schema import load_yaml
 from lisa_ext.target import connect, kernel_provenance, platform_provenance, tool_versions, tracefs_root
 
 __all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
@@ -171,7 +171,7 @@ class CampaignRunner:
             if not self.resume:
                 raise UserError(f"{root} already holds campaign runs; pass --resume to continue it, "
                                 "or remove the directory to start over")
-            stored = json.loads(json.dumps(YAML(typ="safe").load(copy.read_text()), default=str))
+            stored = json.loads(json.dumps(load_yaml(copy, "stored campaign spec"), default=str))
             if stored != self.spec.raw:
                 raise UserError(f"{self.spec.path} differs from the spec this campaign was started "
                                 f"with ({copy}); resume with the same spec or use another directory")

@@ -27,7 +27,6 @@ and reverted after it) and, optionally, ``kernel:`` a kernel variant spec that
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -37,26 +36,36 @@ from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
 from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
-from lisa_ext.schema import Field, check_mapping, load_yaml, positive
+from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml, show
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
+from lisa_ext.kernel.spec import load_spec as load_kernel_spec
 from lisa_ext.knobs import knob_problem
 
 __all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options"]
 
 ORDERS = ("interleave", "group-by-variant")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_EVENT_RE = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_*]+)?$")
+#: iterations of one (variant, workload): a study runs tens; the plan of runs is built in memory
+MAX_ITERATIONS = 10_000
+#: runs of a campaign, variants x workloads x iterations: a study runs hundreds
+MAX_RUNS = 100_000
+#: trace events of a campaign and knobs of a variant: each is a word of one target command line
+MAX_EVENTS = MAX_KNOBS = 1_000
+#: a name becomes a directory (and a dm-crypt device's) name: short enough for both
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+_EVENT_RE = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_*]+)?\Z")
 
 
 def _check_name(value: str) -> str | None:
     if not _NAME_RE.match(value):
-        return (f"{value!r} is not a valid name: use letters, digits, '_', '.', '-' "
+        return (f"{show(value)} is not a valid name: use 1 to 64 letters, digits, '_', '.', '-' "
                 "(it becomes a directory name)")
     return None
 
 
 def _check_events(value: list) -> str | None:
+    if len(value) > MAX_EVENTS:
+        return f"{len(value)} events; at most {MAX_EVENTS} (each is an argument of trace-cmd)"
     for event in value:
         if not isinstance(event, str) or not _EVENT_RE.match(event):
             return (f"{event!r} is not a trace event: use 'subsystem:event', "
@@ -65,6 +74,8 @@ def _check_events(value: list) -> str | None:
 
 
 def _check_knobs(value: dict) -> str | None:
+    if len(value) > MAX_KNOBS:
+        return f"{len(value)} knobs; at most {MAX_KNOBS} (they are read back in one target command)"
     return next(filter(None, (knob_problem(p, v) for p, v in value.items())), None)
 
 
@@ -72,8 +83,7 @@ _TOP_SCHEMA = {
     "name": Field((str,), "campaign name, used as its directory name", True, _check_name),
     "description": Field((str,), "free text"),
     "target": Field((str,), "path to a LISA target_conf YAML, relative to the spec", True),
-    "iterations": Field((int,), "runs per (variant, workload), at least 1", True,
-                        lambda v: None if v >= 1 else "must be at least 1"),
+    "iterations": Field((int,), "runs per (variant, workload)", True, bounds=(1, MAX_ITERATIONS)),
     "order": Field((str,), "interleave | group-by-variant",
                    check=lambda v: None if v in ORDERS else f"{v!r} is not one of: {', '.join(ORDERS)}"),
     "trace": Field((dict,), "tracing settings: events, buffer-size-kb"),
@@ -84,7 +94,7 @@ _TOP_SCHEMA = {
     "workloads": Field((list,), "list of workloads, each with a name and a kind", True,
                        lambda v: None if v else "needs at least one workload"),
     "retries": Field((int,), "attempts after the first when the target is lost mid-run (default 1)",
-                     check=lambda v: None if v >= 0 else "must be 0 or more"),
+                     bounds=(0, 100)),
     "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
     "android": Field((dict,), "keys replacing the spec's when its target is an Android device: "
@@ -95,19 +105,19 @@ _TOP_SCHEMA = {
 _ANDROID_KEYS = ("variants", "workloads", "energy", "trace", "iterations", "requires")
 
 _SMOKE_SCHEMA = {
-    "iterations": Field((int,), "iterations of a smoke run", check=positive),
+    "iterations": Field((int,), "iterations of a smoke run", bounds=(1, MAX_ITERATIONS)),
     "workloads": Field((dict,), "per workload name: options replacing the spec's"),
 }
 
 _TRACE_SCHEMA = {
     "events": Field((list,), "trace events such as sched:sched_switch", True, _check_events),
     "buffer-size-kb": Field((int,), "per-CPU ring buffer size of the ftrace instance",
-                            check=positive),
+                            bounds=(1, 1 << 20)),
     "iterations": Field((list,), "trace only these iterations, e.g. [0] (default: all); the "
                         "others measure without tracing overhead",
-                        check=lambda v: None if all(isinstance(i, int) and not isinstance(i, bool)
-                                                    and i >= 0 for i in v)
-                        else "must be a list of iteration numbers (0, 1, ...)"),
+                        check=lambda v: None if all(isinstance(i, int) and in_bounds(i, 0, MAX_ITERATIONS - 1)
+                                                    for i in v)
+                        else f"must be a list of iteration numbers (0 to {MAX_ITERATIONS - 1})"),
     "workloads": Field((list,), "trace only these workloads, by name (default: all)",
                        check=lambda v: None if all(isinstance(w, str) for w in v)
                        else "must be a list of workload names"),
@@ -328,10 +338,9 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
             kernel = _resolve(path, v["kernel"])
             if check_files and not kernel.is_file():
                 raise SpecError(path, f"variants[{i}].kernel", f"kernel variant spec {kernel} not found")
-            if check_files and importlib.util.find_spec("lisa_ext.kernel") is None:
-                raise SpecError(path, f"variants[{i}].kernel",
-                                "kernel variants need lisa_ext.kernel, which is not part of this "
-                                "installation yet; use runtime knobs only")
+            if check_files:
+                # before anything runs: its problems would otherwise surface at the variant's deploy
+                load_kernel_spec(kernel)
         knobs = {str(k): _knob_text(val) for k, val in (v.get("knobs") or {}).items()}
         variants.append(VariantSpec(v["name"], knobs, kernel, str(v.get("description", "")),
                                     _plain(v.get("workload-options") or {})))
@@ -350,6 +359,10 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
                 raise SpecError(path, "trace.workloads", f"{name!r} is not a workload of this spec; "
                                 f"allowed: {', '.join(w.name for w in workloads)}")
 
+    runs = len(variants) * len(workloads) * top["iterations"]
+    if runs > MAX_RUNS:
+        raise SpecError(path, "iterations", f"{len(variants)} variants x {len(workloads)} workloads x "
+                        f"{top['iterations']} iterations is {runs} runs; a campaign has at most {MAX_RUNS}")
     return CampaignSpec(
         path=path,
         name=top["name"],

@@ -37,13 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from ruamel.yaml import YAML
-
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.build import build_variant
 from lisa_ext.knobs import KnobError, ShellKnobTarget, apply_knobs
 from lisa_ext.running_kernel import probe_running_kernel
+from lisa_ext.schema import load_yaml
 from lisa_ext.vboard.board import VirtualBoard
 from lisa_ext.vboard.rootfs import MODULES_LOAD_FILE, find_release_dir
 
@@ -142,8 +141,8 @@ def _load_target_conf(path: Path) -> Mapping[str, Any]:
 
 def _is_board_conf(path: Path) -> bool:
     """``target-configs/vboard.yml`` or a copy of it (a target_conf named ``vboard``)."""
-    data = YAML(typ="rt").load(Path(path).read_text()) or {}
-    return (data.get("target-conf") or {}).get("name") == "vboard"
+    data = load_yaml(path, "target config") or {}
+    return isinstance(data, dict) and (data.get("target-conf") or {}).get("name") == "vboard"
 
 
 def _connected_board(target: Any):
