@@ -253,7 +253,8 @@ class StudyPage:
             known = {m: label for labels in HEADLINE_METRICS.values() for m, label in labels.items()}
             chosen = {m: label for m, label in known.items() if m in present} or {m: m for m in sorted(present)}
         self.metrics = chosen
-        self.tasks = tasks if not self.sample else "exec:schbench"
+        # the sample ran fio on dm-crypt and traced no sched_process_exec: its tasks by name
+        self.tasks = tasks if not self.sample else "comm:^fio$"
 
     def banner(self) -> str:
         """The page's first lines: whose runs these are and what their numbers are good for."""
