@@ -14,7 +14,7 @@ from typing import Any
 
 from lisa_ext.running_kernel import probe_running_kernel
 
-__all__ = ["kernel_provenance", "llc_domains", "platform_provenance", "tool_versions", "tracefs_root"]
+__all__ = ["idle_state_names", "kernel_provenance", "llc_domains", "platform_provenance", "tool_versions", "tracefs_root"]
 
 
 def tracefs_root(target) -> str | None:
@@ -64,7 +64,24 @@ def platform_provenance(target) -> dict:
         except Exception as exc:  # a key LISA cannot compute on this target
             info["/".join(key)] = f"unavailable: {type(exc).__name__}"
     info["llc"] = llc_domains(target)
+    info["idle-states"] = idle_state_names(target)
     return info
+
+
+#: "<index> <name>" of each cpuidle state of CPU 0 (drivers/cpuidle/sysfs.c)
+_IDLE_STATES = ("for d in /sys/devices/system/cpu/cpu0/cpuidle/state[0-9]*; do "
+                "echo \"${d##*/state} $(cat $d/name)\"; done")
+
+
+def idle_state_names(target) -> list[str]:
+    """The names of CPU 0's idle states by index (``["WFI", "cpu-sleep", "cluster-sleep"]`` on
+    the board's RK3399 table), so a page names states as the kernel does; empty without cpuidle."""
+    states = {}
+    for line in (_read(target, _IDLE_STATES) or "").splitlines():
+        index, _, name = line.strip().partition(" ")
+        if index.isdigit() and name:
+            states[int(index)] = name
+    return [states[i] for i in sorted(states)]
 
 
 #: per CPU cache: "<cpu dir> <level> <type> <shared_cpu_list>" (drivers/base/cacheinfo.c sysfs)
