@@ -37,6 +37,7 @@ from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name
 from lisa_ext.studies import runs
 from lisa_ext.target import check_target_conf
+from lisa_ext.vboard.timing import TIMINGS
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
@@ -91,12 +92,12 @@ def find_study(name: str, root: Path | None = None) -> Study:
 
 def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
                     run: bool = True, progress: bool = True, smoke: bool = False,
-                    target: str | os.PathLike | None = None) -> Path:
+                    target: str | os.PathLike | None = None, board_timing: str | None = None) -> Path:
     """The campaign directory, running (or resuming) the campaign when ``run`` is true.
 
     With ``run=False`` an existing directory is used as it is, so a notebook can be
-    re-rendered from collected data without touching a target. ``smoke`` and
-    ``target`` are :func:`~lisa_ext.campaign.spec.load_spec`'s.
+    re-rendered from collected data without touching a target. ``smoke``, ``target``
+    and ``board_timing`` are :func:`~lisa_ext.campaign.spec.load_spec`'s.
     """
     campaign_dir = Path(campaign_dir)
     if not run:
@@ -105,7 +106,7 @@ def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
                             f"(lisa-ext campaign run {spec} --out {campaign_dir})")
         return campaign_dir
 
-    loaded = load_spec(spec, smoke=smoke, target=target)
+    loaded = load_spec(spec, smoke=smoke, target=target, board_timing=board_timing)
     check_target_conf(loaded.target)
     quiet_lisa_logs()
     CampaignRunner(loaded, campaign_dir, resume=True, progress=progress).run()
@@ -246,8 +247,9 @@ def export_notebook(nb, out_html: Path) -> Path:
 
 def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = True,
               progress: bool = True, smoke: bool = False,
-              target: str | os.PathLike | None = None) -> Path:
-    ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target)
+              target: str | os.PathLike | None = None, board_timing: str | None = None) -> Path:
+    ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target,
+                    board_timing=board_timing)
     report_dir = out_html.with_name(f"{out_html.stem}-report")
     return execute_notebook(study.notebook, out_html,
                             {"campaign_dir": str(Path(campaign_dir).resolve()),
@@ -268,7 +270,7 @@ def _run(args: argparse.Namespace) -> int:
     name = f"{study.name}-smoke" if args.smoke else study.name
     out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{name}.html"
     html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress,
-                     smoke=args.smoke, target=args.target)
+                     smoke=args.smoke, target=args.target, board_timing=args.board_timing)
     print(f"{study.name} report: {html.resolve()}")
     return 0
 
@@ -294,5 +296,8 @@ def register(subparsers) -> None:
                           "into data/<name>-smoke and out/<name>-smoke.html")
     run.add_argument("--target", metavar="CONF",
                      help="LISA target config to run on instead of the spec's (another platform)")
+    run.add_argument("--board-timing", choices=TIMINGS, metavar="{faithful,decisions}",
+                     help="the virtual board's timing, instead of the spec's (default faithful: exit "
+                          "latencies and OPP speeds paid; decisions: not paid, faster)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)

@@ -26,6 +26,7 @@ from lisa_ext.running_kernel import probe_running_kernel
 from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
 from lisa_ext.vboard.board import target_conf_overrides
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
+from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
 
 __all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance", "llc_domains",
            "platform_provenance", "target_extras", "tool_versions", "tracefs_root"]
@@ -143,7 +144,9 @@ def _read(target, command: str) -> str | None:
 
 def kernel_provenance(target) -> dict:
     """Kernel release, version, command line (:mod:`lisa_ext.running_kernel`'s
-    probe), machine and a hash of its config when readable."""
+    probe), machine, a hash of its config when readable, and the parameters of the
+    board's emulation modules (``emulation``: ``{module: {parameter: value}}``, empty
+    on other targets; :mod:`lisa_ext.vboard.timing`)."""
     running = probe_running_kernel(
         lambda command: target.execute(command, as_root=True, check_exit_code=False))
     release = running.release
@@ -157,6 +160,7 @@ def kernel_provenance(target) -> dict:
         "machine": _read(target, "uname -m"),
         "cmdline": running.cmdline,
         "config_sha256": config_hash,
+        "emulation": parse_emulation_params(_read(target, EMULATION_PARAMS_COMMAND) or ""),
     }
 
 

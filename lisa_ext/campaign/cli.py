@@ -12,6 +12,7 @@ from lisa_ext.campaign.status import campaign_status
 from lisa_ext.campaign.tools import build_tool, install_tool
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.target import check_target_conf, connect
+from lisa_ext.vboard.timing import TIMINGS
 
 __all__ = ["register"]
 
@@ -21,7 +22,7 @@ def default_campaign_dir(name: str) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, board_timing=args.board_timing)
     check_target_conf(spec.target)
     out = Path(args.out) if args.out else default_campaign_dir(spec.name)
     quiet_lisa_logs()
@@ -64,6 +65,9 @@ def register(subparsers) -> None:
                      help="continue an interrupted campaign: keep finished runs, redo the partial one")
     run.add_argument("-o", "--out", metavar="DIR", help="campaign directory to write (default: data/<name>)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--board-timing", choices=TIMINGS, metavar="{faithful,decisions}",
+                     help="the virtual board's timing, instead of the spec's board-timing (default faithful: "
+                          "exit latencies and OPP speeds paid; decisions: not paid, faster)")
     run.set_defaults(func=_run)
     status = sub.add_parser("status", help="list done / failed / missing runs of a campaign directory",
                             description="List the done, failed and missing runs of a campaign directory; "

@@ -50,6 +50,7 @@ from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
 from lisa_ext.target import connect, kernel_provenance, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params, timing_knobs, timing_of
 
 __all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
 
@@ -159,6 +160,7 @@ class CampaignRunner:
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
         self._deployed_kernel: tuple[Path | None, object] = (None, None)
+        self._timing_knobs: dict[str, str] | None = None
         self._lock_fd: int | None = None
         self._target_lock_fd: int | None = None
 
@@ -192,6 +194,10 @@ class CampaignRunner:
         self.state.setdefault("spec_source", str(self.spec.path))
         self.state.setdefault("target_config", str(self.spec.target))
         self.state.setdefault("created", _now())
+        timing = self.state.setdefault("board_timing", self.spec.board_timing)
+        if timing != self.spec.board_timing:
+            raise UserError(f"{root} was run with board timing {timing}; resume it with --board-timing "
+                            f"{timing}, or run {self.spec.board_timing} into another directory")
 
     def _save_state(self) -> None:
         write_json(self.store.root / STATE_NAME, self.state)
@@ -274,6 +280,15 @@ class CampaignRunner:
 
     # -- one run ----------------------------------------------------------------
 
+    def _board_timing_knobs(self) -> dict[str, str]:
+        """The knobs giving the board's emulation modules the spec's timing, read once per kernel
+        (none on a target without them)."""
+        if self._timing_knobs is None:
+            text = self.target.execute(f"{EMULATION_PARAMS_COMMAND} 2>/dev/null || true", as_root=True,
+                                       check_exit_code=False)
+            self._timing_knobs = timing_knobs(parse_emulation_params(text), self.spec.board_timing)
+        return self._timing_knobs
+
     def _deploy_kernel(self, variant: VariantSpec):
         if variant.kernel is None:
             return None
@@ -282,6 +297,7 @@ class CampaignRunner:
 
         result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
         self._deployed_kernel = (variant.kernel, result)
+        self._timing_knobs = None  # another kernel: its modules are read again
         if self.spec.requires:
             problems = requirements.unmet_requirements(self.spec.requires,
                                                        requirements.platform_facts(self.target))

@@ -8,6 +8,7 @@ iterations and which trace events to record::
     iterations: 3
     order: interleave                       # or group-by-variant
     retries: 1                              # when the target is lost mid-run
+    board-timing: faithful                  # or decisions (the virtual board only)
     trace:
       events: [sched:sched_switch, sched:sched_wakeup]
     variants:
@@ -41,6 +42,7 @@ from lisa_ext.schema import Field, check_mapping, load_yaml, positive
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.knobs import knob_problem
+from lisa_ext.vboard.timing import DEFAULT_TIMING, TIMINGS
 
 __all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options"]
 
@@ -86,6 +88,10 @@ _TOP_SCHEMA = {
     "retries": Field((int,), "attempts after the first when the target is lost mid-run (default 1)",
                      check=lambda v: None if v >= 0 else "must be 0 or more"),
     "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
+    "board-timing": Field((str,), "the virtual board's timing: faithful (default: it pays exit "
+                          "latencies and OPP speeds) | decisions (it does not; faster); "
+                          "ignored on targets without the emulation modules",
+                          check=lambda v: None if v in TIMINGS else f"{v!r} is not one of: {', '.join(TIMINGS)}"),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
     "android": Field((dict,), "keys replacing the spec's when its target is an Android device: "
                      + ", ".join(("variants", "workloads", "energy", "trace", "iterations", "requires"))),
@@ -198,6 +204,8 @@ class CampaignSpec:
     requires: dict[str, Any] = field(default_factory=dict)
     smoke: bool = False
     """Whether the spec's ``smoke:`` overrides were applied."""
+    board_timing: str = DEFAULT_TIMING
+    """The virtual board's timing (:mod:`lisa_ext.vboard.timing`), ``board-timing:`` or the override."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
 
@@ -286,14 +294,16 @@ def _apply_android(path: Path, doc: dict) -> dict:
 
 
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
-              target: str | os.PathLike | None = None) -> CampaignSpec:
+              target: str | os.PathLike | None = None, board_timing: str | None = None) -> CampaignSpec:
     """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
 
     ``check_files=False`` skips the checks that referenced files exist, to read
     back the copy stored in a campaign directory. ``smoke=True`` applies the spec's
     ``smoke:`` overrides; ``target`` replaces its ``target:`` (rerunning a study on
-    another platform is this one parameter).
+    another platform is this one parameter); ``board_timing`` its ``board-timing:``.
     """
+    if board_timing is not None and board_timing not in TIMINGS:
+        raise SpecError(Path(path), "board-timing", f"{board_timing!r} is not one of: {', '.join(TIMINGS)}")
     path = Path(path).resolve()
     doc = load_yaml(path, "campaign spec")
     top = check_mapping(path, doc, "", _TOP_SCHEMA)
@@ -364,5 +374,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
         retries=top.get("retries", 1),
         requires=requires,
         smoke=smoke,
+        board_timing=board_timing or top.get("board-timing", DEFAULT_TIMING),
         raw=_plain(doc),
     )
