@@ -342,11 +342,14 @@ class CampaignRunner:
             if variant.kernel is not None:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
             knobs_from = time.monotonic()
-            with _knobs.applied_knobs(target, variant.knobs, on_originals=journal.set_knobs) as knob_state:
+            # the variant's own knobs win over the board timing's
+            knobs = {**self._board_timing_knobs(), **variant.knobs}
+            with _knobs.applied_knobs(target, knobs, on_originals=journal.set_knobs) as knob_state:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
                     meta["kernel"] = kernel_provenance(target)
+                    meta["board_timing"] = timing_of(meta["kernel"]["emulation"])
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
@@ -394,9 +397,12 @@ class CampaignRunner:
 
     def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
         trace = self.spec.trace
+        traced = self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"]))
+        # the meter's readings marked in the trace: the estimate from the trace prices that window
+        marker = f"{self.tracefs}/instances/{instance}/trace_marker" if traced else None
 
         def run_workload() -> list[Metric]:
-            with meters.metered(self.meter, meta) as energy, CpuUtilWindow(self.target) as util:
+            with meters.metered(self.meter, meta, marker) as energy, CpuUtilWindow(self.target) as util:
                 meta["workload_start"] = _now()
                 try:
                     with _timed(meta, "workload"):
@@ -406,7 +412,7 @@ class CampaignRunner:
             meta["cpu_util"] = util.summary
             return [*metrics, *util.metrics(), *energy]
 
-        if not self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"])):
+        if not traced:
             return run_workload()
         output = self.target.path.join(ctx.remote_dir, "trace.dat")
         tracing_from = time.monotonic()
