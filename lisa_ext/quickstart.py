@@ -7,7 +7,7 @@ What it does, in order:
 2. runs ``notebooks/quickstart.yml`` into ``data/quickstart/`` (finished runs
    from an earlier invocation are kept, as with ``campaign run --resume``);
 3. executes ``notebooks/quickstart.ipynb`` with papermill and exports it with
-   nbconvert to ``out/quickstart.html``, figures embedded as PNG so the page
+   nbconvert to ``out/quickstart.html``, the figure inline as SVG so the page
    works offline.
 
 The notebook only holds narrative and parameters: the tables and the figure come
@@ -30,6 +30,7 @@ from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
+from lisa_ext.report.readable import metric_label
 from lisa_ext.stats import compare
 from lisa_ext.study import execute_notebook
 from lisa_ext.target import check_target_conf
@@ -162,7 +163,7 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
             ax.scatter([i] * len(values), values, color=colors[i % 10], zorder=3, s=18)
         unit = sub["unit"].iloc[0]
         better = "lower" if sub["lower_is_better"].iloc[0] else "higher"
-        ax.set_title(f"{sub['workload'].iloc[0]}: {metric}", fontsize=9)
+        ax.set_title(f"{sub['workload'].iloc[0]}: {metric_label(metric)}", fontsize=9)
         ax.set_ylabel(f"{unit} ({better} is better)", fontsize=8)
         ax.set_xticks(range(len(variants)), variants)
     for ax in list(axes.flat)[len(panels):]:

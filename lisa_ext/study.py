@@ -32,18 +32,21 @@ from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import read_campaign
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
-from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
+from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report, campaign_metrics
+from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.explore import explorer_page, use_bokeh
-from lisa_ext.report.figures import figure_name
+from lisa_ext.report.figures import figure_name, svg_text
+from lisa_ext.report.readable import readable_table
+from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
 from lisa_ext.target import check_target_conf
 from lisa_ext.vboard.timing import TIMINGS
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
-           "write_report", "comparison_table", "figure_paths", "per_run_analysis",
-           "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
-           "export_notebook", "use_bokeh"]
+           "write_report", "comparison_table", "cover_table", "figure_paths", "per_run_analysis",
+           "execute_notebook", "run_study", "register", "explore_run", "show_page", "show_figure",
+           "readable_table", "repo_path", "export_notebook", "use_bokeh"]
 
 # Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
 # need them.
@@ -127,6 +130,26 @@ def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> st
     return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
 
 
+def cover_table(campaign_dir: str | os.PathLike, baseline: str | None = None,
+                metrics: dict[str, str] | list[str] | tuple[str, ...] | None = None, *, workloads: list[str] | None = None,
+                variants: list[str] | None = None, mean: str = "auto", test: str = "welch", alpha: float = 0.05,
+                confidence: float = 0.95, traces: bool = False, skip_missing: bool = False) -> CoverLetterTable:
+    """The cover-letter table (:mod:`lisa_ext.report.cover`) of a campaign: ``metrics`` the
+    metric names to quote, in order, or {metric: label} (None: every one); ``baseline`` None for the campaign's
+    first variant; ``traces`` adds the trace-derived metrics (``trace ...``); ``skip_missing``
+    leaves out the metrics no run reported. Shown as HTML in a notebook; ``.markdown()`` /
+    ``.text()`` for the letter."""
+    frame = campaign_metrics(repo_path(campaign_dir), traces=traces)
+    names = list(metrics) if metrics is not None else list(dict.fromkeys(frame["metric"]))
+    if skip_missing:
+        names = [m for m in names if m in set(frame["metric"])] or names
+    if baseline is None:
+        baseline = next(iter(dict.fromkeys(frame["variant"])))
+    table = _cover_frame(frame, baseline, metric_names=names, workloads=workloads, variants=variants,
+                         mean=mean, test=test, alpha=alpha, confidence=confidence)
+    return CoverLetterTable(table, metrics if isinstance(metrics, dict) else None)
+
+
 def figure_paths(report_dir: str | os.PathLike, pattern: str = "*") -> list[Path]:
     """The report's PNG figures whose name matches the shell pattern, sorted."""
     return sorted(p for p in (Path(report_dir) / "figures").glob("*.png")
@@ -139,10 +162,18 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     return runs.per_run_analysis(repo_path(campaign_dir), analysis, method, **kwargs)
 
 
+#: the iframe of :func:`show_page` takes its document's height once the plots are drawn
+_FIT_FRAME = ("const f=this,b=f.contentDocument&&f.contentDocument.body;if(!b)return;"
+              "const fit=()=>{f.style.height=Math.max(b.scrollHeight,"
+              "f.contentDocument.documentElement.scrollHeight)+'px'};"
+              "fit();new f.contentWindow.ResizeObserver(fit).observe(b)")
+
+
 def show_page(path: str | os.PathLike, height: int = 900):
     """A standalone HTML page (the explorer's, a report's figures.html) shown in
     the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
-    JupyterLab and in the exported study HTML alike, offline."""
+    JupyterLab and in the exported study HTML alike, offline. ``height`` is the
+    frame's height until the page has drawn; the frame then fits the page."""
     # deferred: see the note under __all__
     from IPython.display import HTML
 
@@ -152,16 +183,35 @@ def show_page(path: str | os.PathLike, height: int = 900):
         # the exported study page must carry the plot
         warnings.simplefilter("ignore", UserWarning)
         return HTML(f'<iframe srcdoc="{html.escape(text, quote=True)}" '
+                    f'onload="{html.escape(_FIT_FRAME, quote=True)}" '
                     f'style="width:100%;height:{height}px;border:0"></iframe>')
+
+
+def show_figure(figure):
+    """A figure shown inline as SVG: a file the report or a study module wrote (the ``.svg``
+    beside a ``.png``) or a matplotlib figure (closed once drawn). Sharp at any zoom, and its
+    text stays in the page, where the page check reads it (an SVG output would be exported
+    as an image)."""
+    # deferred: see the note under __all__
+    from IPython.display import HTML
+
+    if hasattr(figure, "savefig"):
+        text = svg_text(figure)
+    else:
+        text = Path(figure).with_suffix(".svg").read_text(encoding="utf-8")
+    return HTML(text[text.index("<svg"):])
 
 
 def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
                 variant: str | None = None, workload: str | None = None,
-                iteration: int | None = None, height: int = 900):
+                iteration: int | None = None, height: int = 900,
+                findings: bool | list[str] = True):
     """The trace explorer (:mod:`lisa_ext.report.explore`) of a campaign's first
     traced run matching the filters, written to ``out_dir/explorer_<run>.html``
-    and shown in the notebook. For live re-aggregation on zoom, display
-    ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
+    and shown in the notebook; ``findings``: the analyses whose findings it marks
+    (``idle_miss``, ``iowait_boost``, ``wq_placement``; default all). For live
+    re-aggregation on zoom, display ``explore(run_dir)`` itself after
+    ``hv.extension("bokeh")``."""
     for run in read_campaign(repo_path(campaign_dir)).ok_runs:
         if run.trace is None or (variant, workload, iteration) != (
                 variant and run.variant, workload and run.workload,
@@ -170,7 +220,7 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
         out = repo_path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
-                             f"{run.label} trace explorer")
+                             f"{run.label} trace explorer", analyses=findings)
         return show_page(page, height)
     raise UserError(f"{campaign_dir}: no traced run matches variant={variant} "
                     f"workload={workload} iteration={iteration}")
@@ -230,6 +280,9 @@ def export_notebook(nb, out_html: Path) -> Path:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     nb = copy.deepcopy(nb)
+    if any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        # papermill keeps the notebook's defaults above the values it ran with: show what ran
+        nb.cells = [c for c in nb.cells if "parameters" not in c.get("metadata", {}).get("tags", [])]
     for cell in nb.cells:
         # HoloViews/panel's notebook loader and comm code (LISA's import shows them)
         # fetch BokehJS from a CDN and need a live kernel; the page's plots are
@@ -275,6 +328,27 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new(args: argparse.Namespace) -> int:
+    # deferred: only `study new` writes templates
+    from lisa_ext.studies.template import write_study
+
+    values = [v for v in (args.values or "").split(",") if v]
+    written = write_study(args.name, knob=args.knob, values=values, kernel=args.kernel,
+                          workloads=args.workload or ("schbench", "hackbench"), target=args.target)
+    for path in written:
+        print(f"wrote {path}")
+    if not args.no_render:
+        study = find_study(args.name)
+        page = output_dir() / "out" / f"{study.name}.html"
+        execute_notebook(study.notebook, page, {"campaign_dir": str(study.default_data()),
+                                                "report_dir": str(page.with_name(f"{study.name}-report")),
+                                                "smoke": False})
+        print(f"page, on the committed sample campaign until the study has runs: {page}")
+    print(f"next: lisa-ext campaign check notebooks/{args.name}.yml, then lisa-ext study run {args.name} --smoke "
+          "(docs/your-own-study.md)")
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("study", help="run a study (campaign + report + notebook)",
                               description="List the studies in notebooks/, or run one: its campaign, "
@@ -301,3 +375,20 @@ def register(subparsers) -> None:
                           "latencies and OPP speeds paid; decisions: not paid, faster)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
+    new = sub.add_parser("new", help="start a study: spec, kernel variants or knob values, notebook",
+                         description="Write notebooks/NAME.yml (campaign spec), notebooks/NAME.ipynb (its page: "
+                                     "status, cover-letter table, mechanism figure, explorer) and, with "
+                                     "--kernel, kernels/NAME/{baseline,patched}.yml; then render the page on "
+                                     "the committed sample campaign, before any run. Nothing is overwritten.")
+    new.add_argument("name", metavar="NAME", help="study name: lower-case letters, digits, dashes")
+    new.add_argument("--knob", metavar="PATH", help="a runtime knob the variants set, e.g. "
+                                                    "/sys/kernel/debug/sched/features")
+    new.add_argument("--values", metavar="A,B,...", help="the knob's value per variant, the baseline first")
+    new.add_argument("--kernel", action="store_true",
+                     help="variants are kernels: write kernels/NAME/baseline.yml and patched.yml")
+    new.add_argument("--workload", action="append", metavar="KIND",
+                     help="workload kind to start from (repeatable; default schbench and hackbench)")
+    new.add_argument("--target", metavar="CONF", default="../target-configs/vboard.yml",
+                     help="target config, relative to notebooks/ (default: the virtual board)")
+    new.add_argument("--no-render", action="store_true", help="do not render the page on the sample")
+    new.set_defaults(func=_new)

@@ -28,7 +28,7 @@ from lisa_ext.vboard.board import target_conf_overrides
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
 
-__all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance", "llc_domains",
+__all__ = ["check_target_conf", "connect", "idle_state_names", "is_virtual_board", "kernel_provenance", "llc_domains",
            "platform_provenance", "target_extras", "tool_versions", "tracefs_root"]
 
 _TOP_KEYS = ("target-conf", "platform-info", "lisa-ext")
@@ -178,7 +178,24 @@ def platform_provenance(target) -> dict:
         except Exception as exc:  # a key LISA cannot compute on this target
             info["/".join(key)] = f"unavailable: {type(exc).__name__}"
     info["llc"] = llc_domains(target)
+    info["idle-states"] = idle_state_names(target)
     return info
+
+
+#: "<index> <name>" of each cpuidle state of CPU 0 (drivers/cpuidle/sysfs.c)
+_IDLE_STATES = ("for d in /sys/devices/system/cpu/cpu0/cpuidle/state[0-9]*; do "
+                "echo \"${d##*/state} $(cat $d/name)\"; done")
+
+
+def idle_state_names(target) -> list[str]:
+    """The names of CPU 0's idle states by index (``["WFI", "cpu-sleep", "cluster-sleep"]`` on
+    the board's RK3399 table), so a page names states as the kernel does; empty without cpuidle."""
+    states = {}
+    for line in (_read(target, _IDLE_STATES) or "").splitlines():
+        index, _, name = line.strip().partition(" ")
+        if index.isdigit() and name:
+            states[int(index)] = name
+    return [states[i] for i in sorted(states)]
 
 
 #: per CPU cache: "<cpu dir> <level> <type> <shared_cpu_list>" (drivers/base/cacheinfo.c sysfs)

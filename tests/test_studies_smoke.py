@@ -3,8 +3,9 @@
 Each study's campaign runs on its platform (the virtual board; kernel variants built or
 taken from the cache and deployed by the runner), its report is written and its notebook
 executed into HTML. The page must hold the RFC's tables with ours beside them, no Python
-warning, log line or traceback, and every cell the study's module fills at full size must
-be filled at smoke size too (the smoke: sections are sized for that).
+warning, log line or traceback, every cell the study's module fills at full size must
+be filled at smoke size too (the smoke: sections are sized for that), and the page check
+(tests/page_check.py, headless Chromium) must find nothing a reader would trip over.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.study import find_study
+import page_check
 from vboard_helpers import BASELINE, REPO, require_board_capabilities
 from workload_tools import install_built_tools
 
@@ -87,3 +89,7 @@ def test_study_runs_at_smoke_size(name, board, tmp_path):
     for table_id, ours in tables.items():
         assert rfc.table(table_id).title.split(" (")[0] in page
         assert isinstance(ours, pd.DataFrame) and ours.notna().any().any(), f"{name}/{table_id}: all empty"
+    # what a reader of the page trips over, in headless Chromium (tests/page_check.py)
+    check = page_check.check_page(html, smoke=True)
+    assert check.seen["tables"] and (check.seen["svg_figures"] or check.seen["bokeh_plots"]), check.seen
+    assert not check.findings, f"{name}: what a reader trips over on the page:\n{check.report()}"

@@ -1,5 +1,6 @@
-"""``lisa-ext campaign run SPEC [--resume] [-o DIR]``, ``lisa-ext campaign status DIR`` and
-``lisa-ext campaign tool build|install TOOL --src DIR [--target CONF]``."""
+"""``lisa-ext campaign run SPEC [--resume] [-o DIR]``, ``lisa-ext campaign check SPEC``,
+``lisa-ext campaign status DIR`` and ``lisa-ext campaign tool build|install TOOL --src DIR
+[--target CONF]``."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 from lisa_ext.campaign.runner import CampaignRunner
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.status import campaign_status
-from lisa_ext.campaign.tools import build_tool, install_tool
+from lisa_ext.campaign.tools import BUILDABLE, build_tool, cached_build, install_tool
+from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.target import check_target_conf, connect
 from lisa_ext.vboard.timing import TIMINGS
+from lisa_ext.workbench import shown_path
 
 __all__ = ["register"]
 
@@ -31,6 +34,44 @@ def _run(args: argparse.Namespace) -> int:
           + (f", {summary.skipped} already done" if summary.skipped else "")
           + f" -> {summary.campaign_dir}")
     return 1 if summary.failed else 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    for path in args.specs:
+        _check_one(path, args.target)
+    return 0
+
+
+def _check_one(path: str, target: str | None) -> None:
+    """Validate a spec (and its smoke size), its target config and its kernel variants, offline."""
+    # deferred: the kernel layer is only needed for specs with kernel variants
+    from lisa_ext.kernel.spec import load_spec as load_variant
+
+    spec = load_spec(path, target=target)
+    smoke = load_spec(path, smoke=True, target=target) if "smoke" in spec.raw else None
+    kind = check_target_conf(spec.target)["target-conf"]["kind"]
+    kernels = {v.kernel: load_variant(v.kernel).name for v in spec.variants if v.kernel is not None}
+    runs = len(spec.variants) * len(spec.workloads) * spec.iterations
+    print(f"{path}: ok: campaign {spec.name!r} on {shown_path(spec.target)} ({kind}): {len(spec.variants)} "
+          f"variant(s), {len(spec.workloads)} workload(s) x {spec.iterations} iteration(s) = {runs} runs")
+    if smoke is not None:
+        print(f"  --smoke: {len(smoke.workloads)} workload(s) x {smoke.iterations} iteration(s) = "
+              f"{len(smoke.variants) * len(smoke.workloads) * smoke.iterations} runs")
+    for variant in spec.variants:
+        how = f"kernel {shown_path(variant.kernel)} ({kernels[variant.kernel]})" if variant.kernel else "the target's kernel"
+        knobs = f", {len(variant.knobs)} knob(s)" if variant.knobs else ""
+        print(f"  variant {variant.name}: {how}{knobs}")
+    if kernels:
+        print(f"  kernels: {len(kernels)} variant spec(s); built or not: lisa-ext kernel status {path}")
+    tools = sorted({t for w in spec.workloads for t in WORKLOAD_KINDS[w.kind].TOOLS if t in BUILDABLE})
+    for tool in tools:
+        built = cached_build(tool)
+        print(f"  tool {tool}: " + (f"built ({built}), installed on the target by the runner" if built else
+                                    f"not built yet: lisa-ext campaign tool install {tool} --src DIR "
+                                    f"--target {shown_path(spec.target)}"))
+    if spec.requires:
+        print(f"  requires {', '.join(f'{k}: {v}' for k, v in spec.requires.items())}: checked on the "
+              "target before the first run")
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -69,6 +110,14 @@ def register(subparsers) -> None:
                      help="the virtual board's timing, instead of the spec's board-timing (default faithful: "
                           "exit latencies and OPP speeds paid; decisions: not paid, faster)")
     run.set_defaults(func=_run)
+    check = sub.add_parser("check", help="validate a spec, its target config and its kernel variants, offline",
+                           description="Validate a campaign spec (and its smoke: size), its target config and "
+                                       "its kernel variant specs without touching a target or building "
+                                       "anything; print what it would run. Exit status 2 with one line "
+                                       "naming the file and key on the first problem.")
+    check.add_argument("specs", nargs="+", metavar="SPEC", help="campaign spec (YAML)")
+    check.add_argument("--target", metavar="CONF", help="check it against this target config instead of the spec's")
+    check.set_defaults(func=_check)
     status = sub.add_parser("status", help="list done / failed / missing runs of a campaign directory",
                             description="List the done, failed and missing runs of a campaign directory; "
                                         "exit status 1 when any run failed or is missing.")

@@ -291,6 +291,12 @@ class RunMeta(Mapping[str, Any]):
     def duration_s(self) -> float | None:
         return self._data.get("duration_s")
 
+    @property
+    def idle_states(self) -> dict[int, str]:
+        """Idle state index -> the kernel's name (``platform.idle-states``); empty when the
+        run did not record them."""
+        return {i: str(name) for i, name in enumerate(self._mapping("platform").get("idle-states") or [])}
+
 
 @dataclass(frozen=True)
 class Run:

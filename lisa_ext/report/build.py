@@ -7,6 +7,7 @@ variant with the baseline (:func:`lisa_ext.stats.compare`) and writes
 
 * ``metrics.csv``: the tidy metrics table the comparison used
 * ``comparison.csv`` / ``.mmtests.txt`` / ``.md`` / ``.lkp.txt`` / ``.sd.txt``
+* ``cover-letter.md`` / ``.html`` / ``.txt``: the cover-letter table (:mod:`lisa_ext.report.cover`)
 * ``figures/*.png`` and ``*.svg`` (matplotlib), ``figures.html`` (bokeh)
 * ``README.md``: what was compared how, failed runs, skipped analyses, tables
 
@@ -32,6 +33,7 @@ from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
 from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
+from lisa_ext.report.readable import metric_label
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
 
@@ -39,7 +41,9 @@ __all__ = ["ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
 
 #: format -> file name under report/
 TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
-               "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt"}
+               "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt",
+               "cover": "cover-letter.md", "cover-html": "cover-letter.html",
+               "cover-text": "cover-letter.txt"}
 #: wakeup latency CDFs are drawn through this many quantiles per variant
 CDF_POINTS = 500
 #: the timeline shows this much before and after the chosen wakeup (ms)
@@ -129,8 +133,13 @@ def _residency_pct(entries, state_name) -> pd.DataFrame:
     return df.groupby(["workload", "variant", "state"], sort=False, as_index=False)["pct"].mean()
 
 
-def _idle_state_name(state) -> str:
-    return "running" if int(state) < 0 else f"state {int(state)}"
+def _idle_state_namer(campaign: Campaign):
+    """state -> its name as the kernel gives it (``WFI``), as the runs recorded them, else ``state N``."""
+    names = next((run.meta.idle_states for run in campaign.ok_runs if run.meta.idle_states), {})
+
+    def name(state) -> str:
+        return "running" if int(state) < 0 else names.get(int(state), f"state {int(state)}")
+    return name
 
 
 def _freq_name(khz) -> str:
@@ -177,9 +186,11 @@ def _timelines(campaign: Campaign, trace: _TraceData) -> list[figs.FigureSpec]:
         t0 = float(worst["time"])
         start = t0 - TIMELINE_MARGIN_MS / 1e3
         end = t0 + float(worst["latency"]) + TIMELINE_MARGIN_MS / 1e3
+        frequencies = frames.get("frequencies")
+        if frequencies is not None:
+            frequencies = frequencies.assign(frequency=frequencies["frequency"] / 1000.0)
         panels = {
-            "frequency (kHz)": (_window(frames.get("frequencies"), "frequency", start, end, t0),
-                                "frequency"),
+            "frequency (MHz)": (_window(frequencies, "frequency", start, end, t0), "frequency"),
             "idle state (-1 = running)": (_window(frames.get("idle_states"), "state", start, end,
                                                   t0), "state"),
         }
@@ -204,13 +215,13 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
     found = []
     for (workload, metric), block in cmp.groupby(["workload", "metric"], sort=False):
         first = block.iloc[0]
-        ylabel = first["unit"] or metric
         runs = metrics[(metrics["workload"] == workload) & (metrics["metric"] == metric)]
         if runs["value"].isna().all():
             continue  # e.g. rt-app's perf index of a 100 % duty-cycle task: no budget, nothing to draw
+        label = metric_label(metric, first["unit"])
         found.append(figs.FigureSpec(
             figs.figure_name(workload, metric), "metric_bars_figure",
-            (block, f"{workload}: {first['mean_kind']} {metric}", ylabel,
+            (block, f"{workload}: {first['mean_kind']} {label}", label,
              runs[["variant", "iteration", "value"]])))
     latencies = defaultdict(list)
     for run, frame in trace.frames.get("wakeup_latency", []):
@@ -228,7 +239,7 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
                 figs.figure_name(workload, "wakeup_latency_cdf"), "latency_cdf_figure",
                 (pd.concat(parts, ignore_index=True), f"{workload}: wakeup latency CDF")))
     for frame_name, label, namer, title in (
-            ("idle_residency", "idle state", _idle_state_name, "idle state residency"),
+            ("idle_residency", "idle state", _idle_state_namer(campaign), "idle state residency"),
             ("frequency_residency", "frequency", _freq_name, "CPU frequency residency")):
         pct = _residency_pct(trace.frames.get(frame_name, []), namer)
         for workload, block in pct.groupby("workload", sort=False):

@@ -35,6 +35,7 @@ __all__ = [
     "export",
     "export_html",
     "figure_name",
+    "grouped_bars_figure",
     "iteration_dots_figure",
     "latency_cdf_figure",
     "load_holoviews",
@@ -43,6 +44,7 @@ __all__ = [
     "render_figures",
     "residency_figure",
     "stable_html",
+    "svg_text",
     "timeline_figure",
 ]
 
@@ -154,6 +156,34 @@ def residency_figure(residency: pd.DataFrame, title: str, state_label: str):
                  title=title, ylabel="% of time", xlabel="", legend_position="right")
 
 
+def _fit_grouped_bars(plot, element) -> None:
+    """matplotlib hook: holoviews draws the groups of a two-key Bars off their ticks and clips
+    the outer bars; centre each group's tick under its bars and fit the axis to them."""
+    ax = plot.handles["axis"]
+    bars = sorted((p for p in ax.patches if p.get_width() > 0), key=lambda p: p.get_x())
+    groups = [str(v) for v in element.dimension_values(0, expanded=False)]
+    if not bars or len(bars) % len(groups):
+        return
+    per = len(bars) // len(groups)
+    centres = [sum(b.get_x() + b.get_width() / 2 for b in bars[i * per:(i + 1) * per]) / per
+               for i in range(len(groups))]
+    ax.set_xticks(centres, groups)
+    pad = bars[0].get_width() / 2
+    ax.set_xlim(bars[0].get_x() - pad, bars[-1].get_x() + bars[-1].get_width() + pad)
+
+
+def grouped_bars_figure(df: pd.DataFrame, group, bar, value, title: str):
+    """Bars of ``value`` per ``group`` (x axis) and ``bar`` (colour, in the legend): the groups'
+    names only under the axis, never a second row of labels over the first (holoviews' default
+    two-level labels overlap). ``group``, ``bar`` and ``value`` are column names or holoviews
+    Dimensions."""
+    hv = load_holoviews()
+    bars = hv.Bars(df, kdims=[group, bar], vdims=[value]).opts(title=title)
+    bars = bars.opts(multi_level=False, show_legend=True, legend_position="right", hooks=[_fit_grouped_bars],
+                     backend="matplotlib")
+    return bars.opts(multi_level=False, legend_position="right", backend="bokeh")
+
+
 def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.DataFrame,
                     title: str):
     """Per-CPU step curves around chosen wakeups, as the ondemand RFC's trace
@@ -206,6 +236,22 @@ def export(obj, stem: Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 
         finally:
             plt.close(fig)
     return written
+
+
+def svg_text(fig) -> str:
+    """A matplotlib figure as SVG text, byte-stable as :func:`export` writes it; the figure is
+    closed (a notebook's inline backend would show it a second time, as PNG)."""
+    # deferred: matplotlib (~1 s) only when a figure is drawn
+    import io
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": _HASHSALT, "svg.fonttype": "path"}):
+        fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    plt.close(fig)
+    return out.getvalue()
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -19,6 +19,9 @@ Formats, each matching what kernel cover letters show:
     of the first metric against the baseline in the last column.
 ``csv``
     every statistic and the p-value, for further processing.
+``cover``, ``cover-html``, ``cover-text``
+    the cover-letter table (:mod:`lisa_ext.report.cover`): mean ± sd, % change
+    with its confidence interval, p-value, verdict and n per metric and variant.
 
 All renderers are pure functions of the frame: the same frame gives the same
 bytes.
@@ -31,6 +34,9 @@ import math
 from typing import Callable, Iterable
 
 import pandas as pd
+
+from lisa_ext.report import cover
+from lisa_ext.stats.cover import with_verdicts
 
 __all__ = [
     "FORMATS",
@@ -324,7 +330,10 @@ FORMATS: dict[str, Callable[[pd.DataFrame], str]] = {
 
 
 def render(cmp: pd.DataFrame, fmt: str) -> str:
+    if fmt in cover.FORMATS:
+        return cover.render_cover(with_verdicts(cmp), fmt)
     try:
         return FORMATS[fmt](cmp)
     except KeyError:
-        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}") from None
+        raise ValueError(f"unknown format {fmt!r}; expected one of "
+                         f"{', '.join([*FORMATS, *cover.FORMATS])}") from None
