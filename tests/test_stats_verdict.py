@@ -54,3 +54,11 @@ def test_rfc_direction_without_two_runs_gives_no_verdict():
     ours = _ebizzy_table([100.0], [120.0])
     sentence = rfc.direction("ondemand-bursty", "sleeping-ebizzy", ours, "40%", "Without patch", "With patch")
     assert "ours +20.0 %" in sentence and "no verdict" in sentence and "1 and 1" in sentence
+
+
+def test_sentence_when_the_rfc_reports_no_change():
+    """wq-affinity's RFC: +0.6 % at HIGH, within the 1 % it calls no change."""
+    same = rfc.direction_sentence("HIGH, CACHE vs SYSTEM", 0.6, 2.0, [100.0, 104.0, 96.0], [101.0, 106.0, 99.0])
+    assert same.endswith("no change within our noise, as in the RFC.")
+    moved = rfc.direction_sentence("HIGH, CACHE vs SYSTEM", 0.6, 20.0, [100.0, 101.0, 99.0], [120.0, 121.0, 119.0])
+    assert moved.endswith("the opposite direction.")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -26,14 +27,16 @@ from lisa_ext.errors import UserError
 from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers
 from lisa_ext.stats import MeanKind, mean_of
 from lisa_ext.stats.change import pct_change_ci
-from lisa_ext.stats.verdict import NO_VERDICT, direction_verdict, sign_of
+from lisa_ext.stats.verdict import AGREES, NO_VERDICT, OPPOSITE, WITHIN_NOISE, direction_verdict, sign_of
 from lisa_ext.vboard.timing import timing_of
 
-__all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "concat_rows", "direction", "rfc_arithmetic",
-           "rows_from_metrics", "show_beside_rfc", "variant_table"]
+__all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "concat_rows", "direction",
+           "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "variant_table"]
 
 #: ``frame.attrs`` key of our cells' per-run values: ``{(row label, column): [values]}``
 SAMPLES = "samples"
+_VERDICT_WORDS = {AGREES: "the direction agrees", OPPOSITE: "the opposite direction",
+                  WITHIN_NOISE: "no change within our noise"}
 
 #: how a cell neither side has prints: never "nan" or "n/a<unit>"
 EMPTY_CELL = "–"
@@ -252,14 +255,26 @@ def direction(study: str, table_id: str, ours: pd.DataFrame, row: str, baseline:
     what = f"{row}, {column} vs {baseline}"
     if math.isnan(ours_pct) or math.isnan(theirs_pct):
         return f"{what}: no comparison (a cell is empty on one side)."
-    base, new = samples.get((row, baseline), ()), samples.get((row, column), ())
+    return direction_sentence(what, theirs_pct, ours_pct, samples.get((row, baseline), ()),
+                              samples.get((row, column), ()), mean=mean, tolerance_pct=tolerance_pct,
+                              confidence=confidence)
+
+
+def direction_sentence(what: str, theirs_pct: float, ours_pct: float, base: Sequence[float],
+                       new: Sequence[float], *, mean: MeanKind = "amean", tolerance_pct: float = 1.0,
+                       confidence: float = 0.95) -> str:
+    """``"<what>: RFC +x %, ours +y % (95 % CI a to b %, n and m runs) — <verdict>."``: our
+    change ``ours_pct`` judged on the interval of the change of ``new``'s mean over ``base``'s
+    (per-run values), against the RFC's ``theirs_pct`` (within ``tolerance_pct``: no change)."""
     low, high = pct_change_ci(base, new, kind=mean, confidence=confidence)
-    verdict = direction_verdict(low, high, sign_of(theirs_pct, tolerance_pct))
+    rfc_sign = sign_of(theirs_pct, tolerance_pct)
+    verdict = direction_verdict(low, high, rfc_sign)
     head = f"{what}: RFC {theirs_pct:+.1f} %, ours {ours_pct:+.1f} %"
     if verdict == NO_VERDICT:
         return (f"{head} — no verdict: a confidence interval needs two runs per variant "
                 f"(we have {len(base)} and {len(new)}).")
-    sentence = {"agrees": "the direction agrees", "opposite": "the opposite direction",
-                "no change within noise": "no change within our noise"}[verdict]
-    return (f"{head} ({confidence:.0%} CI {low:+.1f} to {high:+.1f} %, {len(base)} and {len(new)} runs)"
-            f" — {sentence}.")
+    interval = (f"{low:+.1f} to {high:+.1f} %" if math.isfinite(low) and math.isfinite(high)
+                else "unbounded")
+    words = "no change within our noise, as in the RFC" if verdict == AGREES and not rfc_sign \
+        else _VERDICT_WORDS[verdict]
+    return f"{head} ({confidence * 100:.0f} % CI {interval}, {len(base)} and {len(new)} runs) — {words}."
