@@ -41,6 +41,7 @@ bench: setup
 bench-kernel: setup
 	$(BIN)/python bench/kernel_rebuild.py
 	$(BIN)/python bench/vboard.py
+	$(BIN)/python bench/vboard_calibration.py
 
 # JupyterLab on notebooks/ with this venv registered as the "lisa-ext" kernel the notebooks
 # name; listens on 127.0.0.1 only (LAB_PORT=8888 by default) and prints its token URL
