@@ -3,6 +3,11 @@
  *
  *   vboard_calib spin SECONDS
  *       a CPU-bound loop for SECONDS of wall time; prints "iterations N seconds S"
+ *   vboard_calib pairs SETSPEED_FILE TOP_KHZ KHZ SECONDS COUNT
+ *       COUNT times: SECONDS of the loop at TOP_KHZ, then SECONDS at KHZ (each written to
+ *       SETSPEED_FILE, a userspace governor's scaling_setspeed, first); prints
+ *       "pair <iterations/s at TOP_KHZ> <iterations/s at KHZ>" per pair: the two halves of a
+ *       pair are a fraction of a second apart, so a host whose speed drifts affects both
  *   vboard_calib periodic PERIOD_US WORK_ITERATIONS COUNT
  *       wakes at absolute deadlines PERIOD_US apart (clock_nanosleep), does WORK_ITERATIONS
  *       of the same loop, COUNT times; prints its pid first ("pid N"), then one line
@@ -36,7 +41,8 @@ static void work(uint64_t iterations)
 	sink = x;
 }
 
-static int spin(double seconds)
+/* Iterations per second of the loop over @seconds of wall time. */
+static double rate(double seconds)
 {
 	uint64_t start = now_ns(), end = start + (uint64_t)(seconds * 1e9), n = 0, t;
 
@@ -45,7 +51,39 @@ static int spin(double seconds)
 		n += 4096;
 		t = now_ns();
 	} while (t < end);
-	printf("iterations %llu seconds %.6f\n", (unsigned long long)n, (t - start) / 1e9);
+	return n / ((t - start) / 1e9);
+}
+
+static int spin(double seconds)
+{
+	printf("iterations %.0f seconds %.6f\n", rate(seconds) * seconds, seconds);
+	return 0;
+}
+
+static int set_khz(const char *path, const char *khz)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(khz, f) < 0 || fclose(f)) {
+		perror(path);
+		return -1;
+	}
+	return 0;
+}
+
+static int pairs(const char *path, const char *top, const char *khz, double seconds, int count)
+{
+	for (int i = 0; i < count; i++) {
+		double a, b;
+
+		if (set_khz(path, top))
+			return 1;
+		a = rate(seconds);
+		if (set_khz(path, khz))
+			return 1;
+		b = rate(seconds);
+		printf("pair %.0f %.0f\n", a, b);
+	}
 	return 0;
 }
 
@@ -74,8 +112,11 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "spin"))
 		return spin(atof(argv[2]));
+	if (argc == 7 && !strcmp(argv[1], "pairs"))
+		return pairs(argv[2], argv[3], argv[4], atof(argv[5]), atoi(argv[6]));
 	if (argc == 5 && !strcmp(argv[1], "periodic"))
 		return periodic(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), atoi(argv[4]));
-	fprintf(stderr, "usage: %s spin SECONDS | periodic PERIOD_US WORK_ITERATIONS COUNT\n", argv[0]);
+	fprintf(stderr, "usage: %s spin SECONDS | pairs SETSPEED_FILE TOP_KHZ KHZ SECONDS COUNT | "
+		"periodic PERIOD_US WORK_ITERATIONS COUNT\n", argv[0]);
 	return 2;
 }
