@@ -42,6 +42,7 @@ bench: setup
 bench-kernel: setup
 	$(BIN)/python bench/kernel_rebuild.py
 	$(BIN)/python bench/vboard.py
+	$(BIN)/python bench/vboard_calibration.py
 
 # fuzz the trace readers under AddressSanitizer + UBSan for FUZZ_SECONDS (tests/fuzz/run.py): findings and
 # cases/s in out/fuzz/summary.txt; FUZZ_ARGS=--refresh-corpus rewrites tests/fuzz_corpus/ from the new inputs

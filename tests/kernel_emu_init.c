@@ -5,7 +5,11 @@
  * per module), writes the knobs listed in /knobs ("PATH VALUE" per line),
  * idles in periods of 0.2, 1.2 and 4 ms, runs a 300 ms busy burst, prints
  * every file matching the globs in /dump as "FILE path: content" and powers
- * off. Built with gcc -static by the test.
+ * off. Built with gcc -static by the test. The burst prints how many loop
+ * iterations it did ("BURST 1 N"); with /knobs2 (same format as /knobs), those
+ * knobs are written after it and a second burst follows ("BURST 2 N"), the
+ * emulated speed's counters printed right before and after it ("SPEED BEFORE|AFTER
+ * <the debugfs file on one line>").
  *
  * With /trace (one tracefs event per line, e.g. "power/cpu_idle"), the events
  * are recorded from just before the knobs are written to just after the
@@ -50,6 +54,56 @@ static void write_file(const char *path, const char *value)
 	if (fd < 0 || write(fd, value, strlen(value)) < 0)
 		printf("WRITE_FAIL %s %m\n", path);
 	if (fd >= 0) close(fd);
+}
+
+/* "PATH VALUE" lines of @list: write each knob and report the result */
+static void write_knobs(const char *list)
+{
+	char line[512];
+	FILE *k = fopen(list, "r");
+
+	while (k && fgets(line, sizeof line, k)) {
+		char *sp = strchr(line, ' ');
+		if (!sp) continue;
+		*sp = 0;
+		line[strcspn(sp + 1, "\n") + (sp + 1 - line)] = 0;
+		int fd = open(line, O_WRONLY);
+		ssize_t n = fd >= 0 ? write(fd, sp + 1, strlen(sp + 1)) : -1;
+		printf("KNOB %s %s: %s\n", line, sp + 1, n < 0 ? strerror(errno) : "ok");
+		if (fd >= 0) close(fd);
+	}
+	if (k) fclose(k);
+}
+
+/* The emulated speed's counters (lisa_emu_cpufreq's debugfs file) on one line */
+static void speed(const char *when)
+{
+	char buf[2048];
+	int fd = open("/sys/kernel/debug/lisa_emu_energy/speed", O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0) close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	for (char *c = buf; *c; c++) if (*c == '\n') *c = ' ';
+	printf("SPEED %s %s\n", when, buf);
+}
+
+/* 300 ms of wall time in a CPU-bound loop; prints the iterations it did */
+static void burst(int n)
+{
+	static volatile unsigned long sink;
+	unsigned long iterations = 0, x = sink;
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1024; i++)
+			x = x * 6364136223846793005UL + 1442695040888963407UL;
+		iterations += 1024;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 300000000L);
+	sink = x;
+	printf("BURST %d %lu\n", n, iterations);
 }
 
 /*
@@ -114,6 +168,7 @@ int main(void)
 {
 	mount("proc", "/proc", "proc", 0, NULL);
 	mount("sysfs", "/sys", "sysfs", 0, NULL);
+	mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
 	char p1[256] = "", p2[256] = "";
 	FILE *f = fopen("/params", "r");
 	if (f) { fgets(p1, sizeof p1, f); fgets(p2, sizeof p2, f); fclose(f); }
@@ -124,7 +179,6 @@ int main(void)
 	FILE *tr = fopen("/trace", "r");
 	int tracing = tr != NULL;
 	if (tracing) {
-		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
 		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
 		write_file(TRACEFS "/tracing_on", "0");
 		write_file(TRACEFS "/buffer_size_kb", "8192");
@@ -154,27 +208,19 @@ int main(void)
 		}
 		sched_setaffinity(0, sizeof all, &all);
 	}
-	/* "PATH VALUE" lines: write each knob and report the result */
-	FILE *k = fopen("/knobs", "r");
-	while (k && fgets(line, sizeof line, k)) {
-		char *sp = strchr(line, ' ');
-		if (!sp) continue;
-		*sp = 0;
-		line[strcspn(sp + 1, "\n") + (sp + 1 - line)] = 0;
-		int fd = open(line, O_WRONLY);
-		ssize_t n = fd >= 0 ? write(fd, sp + 1, strlen(sp + 1)) : -1;
-		printf("KNOB %s %s: %s\n", line, sp + 1, n < 0 ? strerror(errno) : "ok");
-		if (fd >= 0) close(fd);
-	}
-	if (k) fclose(k);
+	write_knobs("/knobs");
 	if (tracing) {
 		read_meter("START", meter, sizeof meter);
 	}
 	/* idle periods of several lengths, then a busy burst */
 	for (int i = 0; i < 300; i++) usleep(i % 3 == 0 ? 200 : i % 3 == 1 ? 1200 : 4000);
-	struct timespec t0, t;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do clock_gettime(CLOCK_MONOTONIC, &t); while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 300000000L);
+	burst(1);
+	if (access("/knobs2", R_OK) == 0) {
+		write_knobs("/knobs2");
+		speed("BEFORE");
+		burst(2);
+		speed("AFTER");
+	}
 	usleep(100000);
 	if (tracing) {
 		read_meter("END", meter, sizeof meter);

@@ -63,6 +63,19 @@ def test_metered_differences_and_meta(tmp_path):
     assert nothing == []
 
 
+def test_metered_marks_its_readings_in_the_trace(tmp_path):
+    """The marker is written after the first reading and before the second (the trace's window
+    of the meter), here into a plain file standing for the instance's trace_marker."""
+    counter, marker = tmp_path / "counter", tmp_path / "trace_marker"
+    counter.write_text("1000\n")
+    meter = Meter("hwmon", _CounterFiles(tmp_path), f"printf 'x %s pd0\\n' \"$(cat {counter})\"", ("pd0",))
+    meta = {}
+    with metered(meter, meta, str(marker)):
+        assert marker.read_text() == "lisa-ext-meter-start\n"
+    assert marker.read_text() == "lisa-ext-meter-end\n"
+    assert meta["energy"]["trace_markers"] == ["lisa-ext-meter-start", "lisa-ext-meter-end"]
+
+
 def _spec(tmp_path, energy):
     return write_spec(tmp_path / "spec.yml", f"""\
 name: metered

@@ -108,9 +108,21 @@ def test_missing_required_key(tmp_path):
     ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "expected a number from 0.01 to 100"),
     ("name: b\n", "name: a\n", "name 'a' is used twice"),
     ("iterations: 2", "iterations: 2\norder: random", "is not one of: interleave, group-by-variant"),
+    ("iterations: 2", "iterations: 2\nboard-timing: fast", "board-timing (line 4): 'fast' is not one of: faithful, decisions"),
 ])
 def test_bad_values(tmp_path, old, new, expected):
     assert expected in bad(tmp_path, old, new)
+
+
+def test_board_timing_defaults_to_faithful_and_can_be_overridden(tmp_path):
+    path = write_spec(tmp_path / "spec.yml", GOOD)
+    assert load_spec(path).board_timing == "faithful"
+    assert load_spec(path, board_timing="decisions").board_timing == "decisions"
+    path = write_spec(tmp_path / "decisions.yml", GOOD.replace("iterations: 2", "iterations: 2\nboard-timing: decisions"))
+    assert load_spec(path).board_timing == "decisions"
+    assert load_spec(path, board_timing="faithful").board_timing == "faithful"
+    with pytest.raises(SpecError, match="board-timing: 'slow' is not one of: faithful, decisions"):
+        load_spec(path, board_timing="slow")
 
 
 def test_bad_knob_and_events(tmp_path):
@@ -163,7 +175,7 @@ def test_cli_bad_spec_stops_before_running(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"lisa-ext campaign: error: {spec}: repeat (line 4): unknown key; allowed here: "
-        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, smoke, report, android"]
+        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, board-timing, smoke, report, android"]
     assert not out.exists()
 
 

@@ -48,8 +48,9 @@ def init_binary(tmp_path_factory):
 
 
 def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
-         dump: list[str], knobs: list[str] = ()) -> dict[str, str]:
-    """Boot ``art`` with the emulation modules; return {sysfs path: content} and KNOB results."""
+         dump: list[str], knobs: list[str] = (), knobs2: list[str] = ()) -> dict[str, str]:
+    """Boot ``art`` with the emulation modules; return {sysfs path: content}, KNOB results and the
+    busy bursts' loop iterations ("BURST 1", and "BURST 2" after ``knobs2`` when given)."""
     root = tmp / "root"
     for d in ("proc", "sys", "dev"):
         (root / d).mkdir(parents=True, exist_ok=True)
@@ -58,6 +59,8 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
         shutil.copy2(ko, root / ko.name)
     (root / "params").write_text("\n".join(params) + "\n")
     (root / "knobs").write_text("".join(f"{k}\n" for k in knobs))
+    if knobs2:
+        (root / "knobs2").write_text("".join(f"{k}\n" for k in knobs2))
     (root / "dump").write_text("\n".join(dump) + "\n")
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     initrd = tmp / "initrd.cpio"
@@ -76,6 +79,8 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
     assert out.count("LOADED /lisa_emu_") == 2, out[-3000:]
     found = {m.group(1): m.group(2).strip() for m in re.finditer(r"^FILE (\S+): (.*)$", out, re.M)}
     found.update({f"KNOB {m.group(1)}": m.group(2) for m in re.finditer(r"^KNOB (\S+ \S+): (.*)$", out, re.M)})
+    found.update({f"BURST {m.group(1)}": m.group(2) for m in re.finditer(r"^BURST (\d) (\d+)$", out, re.M)})
+    found.update({f"SPEED {m.group(1)}": m.group(2) for m in re.finditer(r"^SPEED (BEFORE|AFTER) (.*)$", out, re.M)})
     found["CONSOLE"] = out
     return found
 
@@ -152,6 +157,45 @@ def test_idle_states_and_opps_match_the_device_tree(baseline, init_binary, tmp_p
     console = sysfs["CONSOLE"]
     assert "Fast frequency switching not enabled" not in console
     assert "frequency invariance provided by the cpufreq driver" in console
+
+
+def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, tmp_path):
+    """Both policies at the lowest OPP (userspace governor): a 300 ms CPU-bound burst with
+    timing=decisions, then one with timing=faithful, in one boot. Over the second, the CPUs must
+    have stalled f_max / f - 1 times their useful time (1416 / 408 MHz: 2.47) and done clearly
+    less work than over the first (f / f_max = 0.29 of it on a quiet host; a loaded one makes a
+    TCG guest's speed vary between bursts, bench/vboard_calibration.py measures it); the deep
+    states' exit latencies must have been held."""
+    timing = "/sys/module/lisa_emu_{}/parameters/timing"
+    lowest = [f"{CPU}/cpufreq/{p}/{k}" for p in ("policy0", "policy2")
+              for k in ("scaling_governor userspace", "scaling_setspeed 408000")]
+    sysfs = boot(baseline, init_binary, tmp_path, ("table=rk3399", "opps=rk3399-little"), "cpuidle.governor=menu",
+                 [timing.format("*"), "/sys/kernel/debug/lisa_emu_cpuidle/holds", f"{CPU}/cpu0/cpuidle/state*/latency"],
+                 knobs=[*lowest, f"{timing.format('cpufreq')} decisions"],
+                 knobs2=[f"{timing.format('cpufreq')} faithful"])
+    assert sysfs[timing.format("cpuidle")] == sysfs[timing.format("cpufreq")] == "faithful"  # the default
+    assert all(v == "ok" for k, v in sysfs.items() if k.startswith("KNOB")), sysfs
+    before, after = (_records(sysfs[f"SPEED {when}"], 7) for when in ("BEFORE", "AFTER"))
+    useful, stalled, dropped = (sum(after[c][i] - before[c][i] for c in after) for i in (0, 1, 3))
+    work = int(sysfs["BURST 2"]) / int(sysfs["BURST 1"])
+    print(f"faithful burst at 408 MHz: stalled / useful {stalled / useful:.2f} (1416 / 408 - 1 = 2.47), "
+          f"dropped {dropped / 1e6:.1f} ms; work vs the decisions burst {work:.3f} (408 / 1416 = 0.288)")
+    assert stalled / useful == pytest.approx(1416 / 408 - 1, rel=0.15)
+    assert dropped < 0.05 * stalled
+    assert 0.1 < work < 0.6
+    holds = _records(sysfs["/sys/kernel/debug/lisa_emu_cpuidle/holds"], 4)
+    latency_us = {name: int(sysfs[f"{CPU}/cpu0/cpuidle/state{i}/latency"]) for i, name in enumerate(holds)}
+    assert holds["WFI"][0] == 0  # 1 us: not paid
+    for name in ("cpu-sleep", "cluster-sleep"):
+        count, held_ns, late_ns = holds[name]
+        assert held_ns - late_ns == count * latency_us[name] * 1000
+    assert holds["cpu-sleep"][0] + holds["cluster-sleep"][0] > 0, holds
+
+
+def _records(text: str, width: int) -> dict[str, list[int]]:
+    """A debugfs table flattened to one line by the dump: {first field: the other fields}."""
+    fields = text.split()
+    return {fields[i]: [int(x) for x in fields[i + 1:i + width]] for i in range(0, len(fields), width)}
 
 
 def test_iowait_boost_cap_knob(init_binary, tmp_path):

@@ -4,14 +4,58 @@
  * table on an x86 guest (QEMU TCG) that has no frequency scaling.
  *
  * The OPP frequencies and the transition latency are copied from the SoC's
- * device tree. Setting an OPP only records it: the vCPU keeps running at
+ * device tree.
+ *
+ * Speed, paid (timing=faithful, the default): a CPU at OPP f gets f / f_max
+ * of the work done per unit of time it gets at f_max. Every stretch of useful
+ * (busy, not stalled) time u owes a stall of u * (f_max - f) / f, paid with
+ * the vCPU halted (lisa_emu_cost.h), so that (1 - f/f_max) of the busy time
+ * is taken away. It is paid in slices: a per-CPU hrtimer in softirq mode
+ * fires after EMU_SLICE_NS * f/f_max of useful time and halts the vCPU for
+ * what is owed, EMU_SLICE_NS * (1 - f/f_max) when the timer is on time: a
+ * 1 ms slice, so that a governor's 10 ms window sees ten of them (ondemand's
+ * sampling period on these tables, schedutil's rate limit is shorter still).
+ * Counted as the silicon's would be:
+ *   - the stall runs in softirq context on top of the running task, so the
+ *     scheduler charges it to that task: its runtime grows, and PELT (with
+ *     the board's frequency invariance, which scales running time by f/f_max)
+ *     stays invariant, as on the SoC where the same work takes longer at a
+ *     lower OPP. The kernel has no IRQ time accounting
+ *     (CONFIG_IRQ_TIME_ACCOUNTING off, hence no rq->avg_irq), so schedutil
+ *     sees no IRQ or RT load from it, only the task's own utilisation;
+ *   - the idle loop is not involved, so ondemand's and /proc/stat's idle time
+ *     do not grow (it is busy time, accounted as softirq time by the tick);
+ *   - a stall ends early when need_resched() is set (a wake-up preempts the
+ *     slow task at once, as on the SoC); what is left stays owed.
+ * Busy and idle come from a probe on the cpu_idle tracepoint (the same one
+ * the energy meter uses): the slice timer runs only while the CPU is busy,
+ * and only below f_max, so an idle CPU is never woken and a CPU at f_max
+ * costs nothing. A busy stretch shorter than a slice leaves a residue owed
+ * (up to EMU_SLICE_NS * (1 - f/f_max)); it is paid EMU_RESIDUE_DELAY_NS into
+ * the CPU's next busy stretch, charged to whatever runs then (for a periodic
+ * task: itself, one period later, which keeps its runtime and utilisation
+ * right on average). Under TCG on a loaded host a timer interrupt comes late,
+ * up to milliseconds: a late slice timer makes a longer stretch of useful
+ * time, which owes a longer stall (the proportion stays), and the stall's own
+ * timer is programmed early by its CPU's typical lateness; what a stall
+ * really took is what is paid, an overrun is credited to the next stalls.
+ * At most EMU_MAX_DEBT_NS is owed; beyond, it is dropped and counted. An OPP
+ * change made from another CPU (a shared policy) reaches a busy CPU by an
+ * IPI (smp_call_function_single_async()), which starts its slice timer; so
+ * does switching the timing to faithful. timing=decisions pays nothing: an
+ * OPP change only records the new frequency and the vCPU keeps running at
  * whatever speed QEMU gives it.
+ * Per CPU, /sys/kernel/debug/lisa_emu_energy/speed shows
+ * "cpuN <useful_ns> <stalled_ns> <owed_ns> <dropped_ns> <stalls> <preempted>"
+ * (preempted: stalls cut short by need_resched()).
  *
  * What is real: the governors' decisions (schedutil through ->fast_switch,
  * ondemand/conservative/userspace through ->target_index), the policy limits,
  * the cpu_frequency trace events (emitted by the cpufreq core for both paths),
- * the stats in policyN/stats. What is not: the performance and the energy of
- * an OPP.
+ * the stats in policyN/stats, and (faithful) the share of each busy
+ * millisecond an OPP gives the running task. What is not: the energy of an
+ * OPP (priced by the model below, not measured), and the speed within a
+ * slice (a task runs at the vCPU's speed, then waits).
  *
  * Power model (docs/energy.md): each policy registers an Energy Model perf
  * domain (kernel/power/energy_model.c, shown in
@@ -54,6 +98,8 @@
  *                       cluster sharing a clock)
  *   invariance=1|0      provide frequency invariance (default 1; needs the
  *                       board-support patch)
+ *   timing=faithful|decisions  pay the speed of each OPP or not (writable at
+ *                       run time in /sys/module/lisa_emu_cpufreq/parameters/)
  */
 
 #include <linux/cpu.h>
@@ -71,10 +117,13 @@
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/smp.h>
 #include <linux/string.h>
 #include <linux/sched/topology.h>
 #include <linux/topology.h>
 #include <trace/events/power.h>
+
+#include "lisa_emu_cost.h"
 
 /* Power of one CPU in the idle state called @name (lisa_emu_cpuidle's names). */
 struct emu_idle_power {
@@ -169,6 +218,8 @@ MODULE_PARM_DESC(domain, "CPUs sharing a policy: package or cpu");
 static bool invariance = true;
 module_param(invariance, bool, 0444);
 MODULE_PARM_DESC(invariance, "feed the scheduler's frequency invariance (needs the board-support patch)");
+
+EMU_TIMING_PARAM("each OPP's speed");
 
 static const struct emu_opp_table *emu_tables[EMU_MAX_TABLES];
 static int emu_table_count;
@@ -291,6 +342,270 @@ static void emu_register_em(struct cpufreq_policy *policy)
 		pr_warn("lisa_emu_cpufreq: CPU%u: no Energy Model: %d\n", policy->cpu, ret);
 }
 
+/* ---- Speed of an OPP ---- */
+
+/* Wall time of a slice: useful time then stall, at every OPP below f_max. */
+#define EMU_SLICE_NS		NSEC_PER_MSEC
+/* A residue owed at idle entry is paid this far into the next busy stretch. */
+#define EMU_RESIDUE_DELAY_NS	(10 * NSEC_PER_USEC)
+/* Stalls shorter than this are not worth a halt; they stay owed. */
+#define EMU_MIN_STALL_NS	(5 * NSEC_PER_USEC)
+#define EMU_MAX_DEBT_NS		(20 * NSEC_PER_MSEC)
+
+/*
+ * One CPU's speed accounting. ->lock orders the CPU itself (idle probe, slice
+ * timer) and OPP changes made by other CPUs of its policy.
+ */
+struct emu_cpu_speed {
+	raw_spinlock_t lock;
+	unsigned int khz;	/* the OPP the CPU runs at */
+	unsigned int max_khz;
+	u64 mark_ns;		/* ktime_get_ns() up to which useful time is counted; 0: idle */
+	bool stalling;		/* in emu_speed_slice_fn()'s halt: not useful time */
+	s64 owed_ns;		/* stall owed; < 0: paid ahead (a late wake-up), credited */
+	/* totals, for /sys/kernel/debug/lisa_emu_energy/speed */
+	u64 useful_ns;
+	u64 stalled_ns;
+	u64 dropped_ns;
+	u64 stalls;
+	u64 preempted;		/* stalls cut short by need_resched() */
+	struct hrtimer slice;	/* softirq mode: a slice of useful time has ended */
+	struct emu_waker wake;	/* ends a stall */
+	call_single_data_t kick;	/* from another CPU: start ->slice */
+};
+
+static DEFINE_PER_CPU(struct emu_cpu_speed, emu_speeds);
+
+/* Useful time in a slice at the current OPP. */
+static u64 emu_useful_slice_ns(const struct emu_cpu_speed *sp)
+{
+	return div_u64((u64)EMU_SLICE_NS * sp->khz, sp->max_khz);
+}
+
+/* Owe the stall for the useful time since ->mark_ns; caller holds ->lock. */
+static void emu_speed_accrue(struct emu_cpu_speed *sp, u64 now)
+{
+	u64 useful;
+
+	if (!sp->mark_ns || sp->stalling || now <= sp->mark_ns)
+		return;
+	useful = now - sp->mark_ns;
+	sp->mark_ns = now;
+	sp->useful_ns += useful;
+	if (!READ_ONCE(emu_faithful) || sp->khz >= sp->max_khz)
+		return;
+	/* useful * (f_max - f) / f: the time the same work takes longer at f */
+	sp->owed_ns += (s64)div_u64(useful * (sp->max_khz - sp->khz), sp->khz);
+	if (sp->owed_ns > EMU_MAX_DEBT_NS) {
+		sp->dropped_ns += sp->owed_ns - EMU_MAX_DEBT_NS;
+		sp->owed_ns = EMU_MAX_DEBT_NS;
+	}
+}
+
+/* On the CPU itself: the next slice timer, if the CPU owes or will owe. */
+static void emu_speed_arm(struct emu_cpu_speed *sp, u64 delay_ns)
+{
+	hrtimer_start(&sp->slice, ns_to_ktime(delay_ns), HRTIMER_MODE_REL_PINNED_SOFT);
+}
+
+static enum hrtimer_restart emu_speed_slice_fn(struct hrtimer *timer)
+{
+	struct emu_cpu_speed *sp = container_of(timer, struct emu_cpu_speed, slice);
+	unsigned long flags;
+	u64 now = ktime_get_ns(), pay = 0, paid, next;
+	bool preempted;
+
+	raw_spin_lock_irqsave(&sp->lock, flags);
+	if (!sp->mark_ns || !READ_ONCE(emu_faithful)) {
+		if (!READ_ONCE(emu_faithful))
+			sp->owed_ns = 0;
+		raw_spin_unlock_irqrestore(&sp->lock, flags);
+		return HRTIMER_NORESTART;	/* idle: the next idle exit re-arms */
+	}
+	emu_speed_accrue(sp, now);
+	/* The idle task between its wake-up and the switch to a task: not yet. */
+	if (!is_idle_task(current) && sp->owed_ns >= EMU_MIN_STALL_NS) {
+		pay = sp->owed_ns;
+		sp->stalling = true;
+	}
+	raw_spin_unlock_irqrestore(&sp->lock, flags);
+
+	if (pay) {
+		paid = emu_halt_until(&sp->wake, now + pay, &preempted);
+		raw_spin_lock_irqsave(&sp->lock, flags);
+		sp->stalling = false;
+		sp->stalled_ns += paid;
+		sp->stalls++;
+		sp->preempted += preempted;
+		/* a stall longer than owed (its wake-up came late) is credited to the next ones */
+		sp->owed_ns = max_t(s64, sp->owed_ns - (s64)paid, -(s64)EMU_MAX_DEBT_NS);
+		now = ktime_get_ns();
+		if (sp->mark_ns)
+			sp->mark_ns = now;
+		raw_spin_unlock_irqrestore(&sp->lock, flags);
+	}
+
+	raw_spin_lock_irqsave(&sp->lock, flags);
+	if (is_idle_task(current))
+		next = EMU_RESIDUE_DELAY_NS;
+	else if (sp->khz < sp->max_khz)
+		next = emu_useful_slice_ns(sp);
+	else if (sp->owed_ns >= EMU_MIN_STALL_NS)
+		next = EMU_SLICE_NS;	/* preempted mid-stall at f_max: pay the rest later */
+	else
+		next = 0;
+	raw_spin_unlock_irqrestore(&sp->lock, flags);
+	if (!next)
+		return HRTIMER_NORESTART;
+	/* from now, not from the last expiry: the stall is not useful time */
+	hrtimer_set_expires(timer, ktime_add_ns(ktime_get(), next));
+	return HRTIMER_RESTART;
+}
+
+/* From the cpu_idle probe, on the CPU itself, interrupts disabled. */
+static void emu_speed_idle(unsigned int cpu, bool idle)
+{
+	struct emu_cpu_speed *sp = per_cpu_ptr(&emu_speeds, cpu);
+	u64 now = ktime_get_ns(), delay = 0;
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&sp->lock, flags);
+	if (idle) {
+		emu_speed_accrue(sp, now);
+		sp->mark_ns = 0;
+	} else if (!sp->mark_ns) {
+		sp->mark_ns = now;
+		if (READ_ONCE(emu_faithful)) {
+			if (sp->owed_ns >= EMU_MIN_STALL_NS)
+				delay = EMU_RESIDUE_DELAY_NS;
+			else if (sp->khz < sp->max_khz)
+				delay = emu_useful_slice_ns(sp);
+		}
+	}
+	raw_spin_unlock_irqrestore(&sp->lock, flags);
+	if (idle)
+		hrtimer_try_to_cancel(&sp->slice);
+	else if (delay)
+		emu_speed_arm(sp, delay);
+}
+
+/*
+ * On the CPU itself: start ->slice unless it is queued or running. Its callback
+ * may be running below us (an OPP change from the tick that interrupted its
+ * stall): it restarts the timer itself, and starting it here would queue it
+ * under the callback's feet.
+ */
+static void emu_speed_kick(void *info)
+{
+	struct emu_cpu_speed *sp = info;
+
+	if (READ_ONCE(sp->mark_ns) && !hrtimer_active(&sp->slice))
+		emu_speed_arm(sp, emu_useful_slice_ns(sp));
+}
+
+/* An OPP change of @cpu, from any CPU of its policy, in any context. */
+static void emu_speed_set(unsigned int cpu, unsigned int khz, unsigned int max_khz)
+{
+	struct emu_cpu_speed *sp = per_cpu_ptr(&emu_speeds, cpu);
+	unsigned long flags;
+	bool kick;
+
+	raw_spin_lock_irqsave(&sp->lock, flags);
+	emu_speed_accrue(sp, ktime_get_ns());	/* at the old speed */
+	kick = khz < max_khz && sp->khz >= sp->max_khz && sp->mark_ns && READ_ONCE(emu_faithful);
+	sp->khz = khz;
+	sp->max_khz = max_khz;
+	raw_spin_unlock_irqrestore(&sp->lock, flags);
+	if (!kick)
+		return;
+	/* the slice timer is pinned: arm it from its own CPU */
+	if (cpu == get_cpu())
+		emu_speed_kick(sp);
+	else
+		smp_call_function_single_async(cpu, &sp->kick);	/* -EBUSY: one is on its way */
+	put_cpu();
+}
+
+/* The timing switched (to faithful): CPUs busy below f_max start their slices now. */
+static void emu_speed_kick_this_cpu(void *unused)
+{
+	struct emu_cpu_speed *sp = this_cpu_ptr(&emu_speeds);
+
+	if (sp->khz < sp->max_khz)
+		emu_speed_kick(sp);
+}
+
+static void emu_speed_timing_changed(void)
+{
+	if (READ_ONCE(emu_faithful))
+		on_each_cpu(emu_speed_kick_this_cpu, NULL, 0);
+}
+
+static void emu_speed_init(void)
+{
+	u64 now = ktime_get_ns();
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct emu_cpu_speed *sp = per_cpu_ptr(&emu_speeds, cpu);
+		const struct emu_opp_table *t = emu_table_for(cpu);
+
+		raw_spin_lock_init(&sp->lock);
+		sp->max_khz = sp->khz = t->khz[t->count - 1];
+		/* A CPU running this now is busy; the others are idle or will say so. */
+		sp->mark_ns = cpu == raw_smp_processor_id() ? now : 0;
+		hrtimer_init(&sp->slice, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_SOFT);
+		sp->slice.function = emu_speed_slice_fn;
+		emu_waker_init(&sp->wake);
+		INIT_CSD(&sp->kick, emu_speed_kick, sp);
+	}
+	WRITE_ONCE(emu_timing_changed, emu_speed_timing_changed);
+}
+
+/* After the driver and the idle probe are gone: nothing arms the timers any more. */
+static void emu_speed_stop(void)
+{
+	int cpu;
+
+	WRITE_ONCE(emu_timing_changed, NULL);
+	kick_all_cpus_sync();	/* runs every IPI still queued, emu_speed_kick() included */
+	for_each_possible_cpu(cpu) {
+		struct emu_cpu_speed *sp = per_cpu_ptr(&emu_speeds, cpu);
+
+		hrtimer_cancel(&sp->slice);
+		hrtimer_cancel(&sp->wake.timer);
+	}
+}
+
+/*
+ * /sys/kernel/debug/lisa_emu_energy/speed, per CPU:
+ * "cpuN <useful_ns> <stalled_ns> <owed_ns> <dropped_ns> <stalls> <preempted stalls>".
+ */
+static int emu_speed_show(struct seq_file *s, void *unused)
+{
+	unsigned long flags;
+	int cpu;
+
+	for_each_online_cpu(cpu) {
+		struct emu_cpu_speed *sp = per_cpu_ptr(&emu_speeds, cpu);
+		u64 useful, stalled, dropped, stalls, preempted;
+		s64 owed;
+
+		raw_spin_lock_irqsave(&sp->lock, flags);
+		useful = sp->useful_ns;
+		stalled = sp->stalled_ns;
+		owed = sp->owed_ns;
+		dropped = sp->dropped_ns;
+		stalls = sp->stalls;
+		preempted = sp->preempted;
+		raw_spin_unlock_irqrestore(&sp->lock, flags);
+		seq_printf(s, "cpu%d %llu %llu %lld %llu %llu %llu\n", cpu, useful, stalled, owed, dropped,
+			   stalls, preempted);
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(emu_speed);
+
 /* ---- Energy meter ---- */
 
 #define EMU_MAX_CHANNELS 8
@@ -375,6 +690,9 @@ static void emu_probe_cpu_idle(void *data, unsigned int state, unsigned int cpu_
 	m->idle = idle;
 	m->idle_uw = uw;
 	raw_spin_unlock_irqrestore(&m->lock, flags);
+	/* Idle is any state, priced or not (POLL, another table's): no work is done. */
+	if (cpu_id == raw_smp_processor_id())
+		emu_speed_idle(cpu_id, state != PWR_EVENT_EXIT);
 }
 
 static u64 emu_channel_uj(int channel)
@@ -501,6 +819,7 @@ static int emu_meter_start(void)
 	int ret;
 
 	emu_meter_init_cpus();
+	emu_speed_init();
 	ret = register_trace_cpu_idle(emu_probe_cpu_idle, NULL);
 	if (ret) {
 		pr_warn("lisa_emu_cpufreq: no cpu_idle probe (%d): idle counted as busy\n", ret);
@@ -522,6 +841,7 @@ static int emu_meter_start(void)
 	}
 	emu_debugfs_dir = debugfs_create_dir("lisa_emu_energy", NULL);
 	debugfs_create_file("idle_mw", 0444, emu_debugfs_dir, NULL, &emu_idle_mw_fops);
+	debugfs_create_file("speed", 0444, emu_debugfs_dir, NULL, &emu_speed_fops);
 	return 0;
 }
 
@@ -537,6 +857,7 @@ static void emu_meter_stop(void)
 		tracepoint_synchronize_unregister();
 	}
 	emu_probe_registered = false;
+	emu_speed_stop();
 }
 
 /* "Run" the policy's CPUs at @khz; called under the policy's locks. */
@@ -549,8 +870,10 @@ static void emu_set_opp(struct cpufreq_policy *policy, unsigned int khz)
 
 	WRITE_ONCE(ep->cur_khz, khz);
 	/* ->cpus, not ->related_cpus: ->init() runs before the core sets the latter */
-	for_each_cpu(cpu, policy->cpus)
+	for_each_cpu(cpu, policy->cpus) {
 		emu_meter_set_busy_power(cpu, uw);
+		emu_speed_set(cpu, khz, ep->max_khz);
+	}
 #if defined(CONFIG_X86_64) && defined(CONFIG_SMP)
 	if (emu_owns_freq_scale) {
 		unsigned long scale = div_u64((u64)khz << SCHED_CAPACITY_SHIFT, ep->max_khz);
@@ -678,8 +1001,9 @@ static int __init emu_cpufreq_module_init(void)
 		emu_meter_stop();
 		return ret;
 	}
-	pr_info("lisa_emu_cpufreq: opps=%s domain=%s invariance=%s energy meter: %d channels (emulated: no real frequency change)\n",
-		opps, domain, emu_owns_freq_scale ? "driver" : "none", emu_channel_count);
+	pr_info("lisa_emu_cpufreq: opps=%s domain=%s invariance=%s timing=%s energy meter: %d channels\n",
+		opps, domain, emu_owns_freq_scale ? "driver" : "none",
+		emu_faithful ? "faithful" : "decisions", emu_channel_count);
 	return 0;
 }
 

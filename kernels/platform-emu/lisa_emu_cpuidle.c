@@ -3,35 +3,72 @@
  * lisa-ext platform emulation: a cpuidle driver exposing a real SoC's
  * idle-state table on an x86 guest (QEMU TCG) that has no idle states.
  *
- * Every state is entered with HLT. The table only tells the cpuidle core and
- * its governors (menu, teo) what each state would cost on the SoC: its name,
- * exit latency and target residency, copied from the SoC's device tree
- * (exit latency = entry-latency-us + exit-latency-us, target residency =
+ * Every state is entered with HLT. The table tells the cpuidle core and its
+ * governors (menu, teo) what each state costs on the SoC: its name, exit
+ * latency and target residency, copied from the SoC's device tree (exit
+ * latency = entry-latency-us + exit-latency-us, target residency =
  * min-residency-us, as drivers/cpuidle/dt_idle_states.c computes them).
+ *
+ * Exit latency, paid (timing=faithful, the default): after the interrupt that
+ * ends the halt, the CPU stays halted until a per-CPU hrtimer at wake-up +
+ * the state's exit latency has fired, before ->enter() returns. The woken
+ * task is held back meanwhile, as on the SoC, where the CPU is still powering
+ * up when the interrupt arrives; the residency the cpuidle core measures
+ * includes the hold, as it includes the exit on the SoC (menu and teo
+ * subtract the exit latency from it themselves). How (lisa_emu_cost.h for
+ * the halt): every state has CPUIDLE_FLAG_RCU_IDLE, so ->enter() tells RCU
+ * itself: each halt runs between ct_cpuidle_enter() and ct_cpuidle_exit()
+ * (RCU not watching, as the core would do it), and arming the hrtimer runs
+ * between the halts with RCU watching, as timer code needs. Interrupts
+ * arriving during the hold are handled at once (on the SoC they would wait
+ * for the exit to finish); the hold is not cut short by them. Latencies under
+ * EMU_MIN_HOLD_NS (WFI's 1 us) are not paid: a TCG halt and wake-up costs the
+ * guest more than that already. timing=decisions pays nothing: every state
+ * is a plain HLT, as before this mechanism existed.
  *
  * What is real: the governors' state selection, the residency bookkeeping,
  * the cpu_idle / cpu_idle_miss trace events, the usage/time/above/below
- * counters in sysfs. What is not: entering a "deep" state saves nothing and
- * costs nothing beyond HLT, the wakeup latency is QEMU's, not the SoC's, and
- * no local timer stops (CPUIDLE_FLAG_TIMER_STOP is not set, no broadcast
- * timer is involved). Idle misses therefore measure the governors' predictions
- * against the emulated table, not a real SoC's energy or latency.
+ * counters in sysfs, and (faithful) the exit latency's delay. What is not:
+ * entering a "deep" state saves no power of the host, the wake-up latency
+ * under the exit latency is QEMU's, and no local timer stops
+ * (CPUIDLE_FLAG_TIMER_STOP is not set, no broadcast timer is involved).
+ *
+ * The holds are counted per state in
+ * /sys/kernel/debug/lisa_emu_cpuidle/holds: "<state> <holds> <held_ns>
+ * <late_ns>", late_ns being the time held beyond the exit latencies, summed
+ * (negative: short of them). Under TCG a timer interrupt comes late, by
+ * tens of microseconds on a quiet host and milliseconds on a loaded one: the
+ * hold's timer is programmed early by the lateness its CPU's timers have had
+ * (lisa_emu_cost.h), and what a hold overpays anyway is taken off the CPU's
+ * next ones (a hold owing less than EMU_MIN_HOLD_NS is skipped), so that the
+ * mean hold is the exit latency and late_ns stays near 0. On a loaded host
+ * single holds still vary by the timer's lateness.
  *
  * Parameters:
  *   table=rk3399          Rockchip RK3399 (rk3399-base.dtsi, both clusters)
  *   table=hi3660-little   HiSilicon Kirin 960 Cortex-A53 cluster (hi3660.dtsi)
  *   poll_state=1          make state 0 the kernel's polling state instead of
  *                         a HLT-based "WFI" (x86 drivers do that; Arm does not)
+ *   timing=faithful|decisions  pay the exit latency or not (writable at run
+ *                         time in /sys/module/lisa_emu_cpuidle/parameters/)
  */
 
+#include <linux/atomic.h>
 #include <linux/cpuidle.h>
+#include <linux/debugfs.h>
+#include <linux/hrtimer.h>
 #include <linux/init.h>
+#include <linux/instrumentation.h>
+#include <linux/irqflags.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/percpu.h>
 #include <linux/sched.h>
+#include <linux/seq_file.h>
 #include <linux/string.h>
-#include <linux/irqflags.h>
+
+#include "lisa_emu_cost.h"
 
 struct emu_idle_state {
 	const char *name;
@@ -73,16 +110,81 @@ static bool poll_state;
 module_param(poll_state, bool, 0444);
 MODULE_PARM_DESC(poll_state, "state 0 is the polling state instead of HLT-based WFI");
 
+EMU_TIMING_PARAM("each idle state's exit latency");
+
+/* Shorter exit latencies are not paid: one TCG halt and wake-up costs more. */
+#define EMU_MIN_HOLD_NS (10 * NSEC_PER_USEC)
+
+static DEFINE_PER_CPU(struct emu_waker, emu_wakers);
 /*
- * Called with RCU idle (no CPUIDLE_FLAG_RCU_IDLE), hence __cpuidle and no
- * instrumentable calls. Must return with interrupts disabled.
+ * Per CPU, what its holds paid beyond their exit latencies (< 0: short of
+ * them), taken off the next hold: the mean hold is the exit latency even when
+ * TCG delivers the hold's timer later than that latency is long.
+ */
+static DEFINE_PER_CPU(s64, emu_hold_credit_ns);
+#define EMU_MAX_HOLD_CREDIT_NS (10 * NSEC_PER_MSEC)
+
+struct emu_hold_stats {
+	atomic64_t holds;
+	atomic64_t held_ns;
+	atomic64_t late_ns;
+};
+static struct emu_hold_stats emu_hold_stats[CPUIDLE_STATE_MAX];
+
+/* Interrupts disabled, RCU watching on entry and on return: one halt with RCU idle. */
+static __cpuidle void emu_idle_halt(void)
+{
+	ct_cpuidle_enter();
+	emu_arch_wait_for_irq();
+	ct_cpuidle_exit();
+}
+
+/*
+ * Just woken (interrupts disabled, RCU watching): stay halted for @latency_ns
+ * from now, less what earlier holds overpaid.
+ */
+static noinline void emu_idle_pay_exit_latency(int index, u64 latency_ns)
+{
+	struct emu_waker *w = this_cpu_ptr(&emu_wakers);
+	s64 *credit = this_cpu_ptr(&emu_hold_credit_ns);
+	s64 owed = (s64)latency_ns - *credit;
+	u64 start = ktime_get_ns(), now = start, end;
+
+	if (owed < (s64)EMU_MIN_HOLD_NS) {
+		*credit -= latency_ns;	/* paid ahead by an earlier hold */
+		atomic64_inc(&emu_hold_stats[index].holds);
+		atomic64_sub(latency_ns, &emu_hold_stats[index].late_ns);
+		return;
+	}
+	end = start + owed;
+	emu_waker_arm(w, start, end);
+	while (!emu_waker_done(w, now, end)) {
+		emu_idle_halt();
+		now = ktime_get_ns();
+	}
+	hrtimer_try_to_cancel(&w->timer);
+	*credit = min_t(s64, (s64)(now - start) - owed, EMU_MAX_HOLD_CREDIT_NS);
+	atomic64_inc(&emu_hold_stats[index].holds);
+	atomic64_add(now - start, &emu_hold_stats[index].held_ns);
+	atomic64_add((s64)(now - start) - (s64)latency_ns, &emu_hold_stats[index].late_ns);
+}
+
+/*
+ * Every state has CPUIDLE_FLAG_RCU_IDLE: the core calls this with RCU
+ * watching and interrupts disabled; it must return with interrupts disabled.
  */
 static __cpuidle int emu_idle_enter(struct cpuidle_device *dev,
 				    struct cpuidle_driver *drv, int index)
 {
-	if (!tif_need_resched()) {
-		raw_safe_halt();
-		raw_local_irq_disable();
+	u64 latency_ns = drv->states[index].exit_latency_ns;
+
+	if (tif_need_resched())
+		return index;
+	emu_idle_halt();
+	if (READ_ONCE(emu_faithful) && latency_ns >= EMU_MIN_HOLD_NS) {
+		instrumentation_begin();
+		emu_idle_pay_exit_latency(index, latency_ns);
+		instrumentation_end();
 	}
 	return index;
 }
@@ -108,13 +210,30 @@ static void emu_fill_state(struct cpuidle_state *s, const struct emu_idle_state 
 	strscpy(s->desc, e->desc, CPUIDLE_DESC_LEN);
 	s->exit_latency = e->exit_latency_us;
 	s->target_residency = e->target_residency_us;
+	s->flags = CPUIDLE_FLAG_RCU_IDLE;
 	s->enter = emu_idle_enter;
 }
+
+static struct dentry *emu_debugfs_dir;
+
+/* /sys/kernel/debug/lisa_emu_cpuidle/holds: "<state> <holds> <held_ns> <late_ns>" per state. */
+static int emu_holds_show(struct seq_file *m, void *unused)
+{
+	int i;
+
+	for (i = 0; i < emu_idle_driver.state_count; i++)
+		seq_printf(m, "%s %lld %lld %lld\n", emu_idle_driver.states[i].name,
+			   (long long)atomic64_read(&emu_hold_stats[i].holds),
+			   (long long)atomic64_read(&emu_hold_stats[i].held_ns),
+			   (long long)atomic64_read(&emu_hold_stats[i].late_ns));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(emu_holds);
 
 static int __init emu_idle_init(void)
 {
 	const struct emu_idle_table *t = emu_find_table(table);
-	int first = 0, i, ret;
+	int first = 0, i, ret, cpu;
 
 	if (!t) {
 		pr_err("lisa_emu_cpuidle: unknown table '%s'\n", table);
@@ -128,23 +247,32 @@ static int __init emu_idle_init(void)
 	for (i = 0; i < t->count && first + i < CPUIDLE_STATE_MAX; i++)
 		emu_fill_state(&emu_idle_driver.states[first + i], &t->states[i]);
 	emu_idle_driver.state_count = first + i;
+	for_each_possible_cpu(cpu)
+		emu_waker_init(per_cpu_ptr(&emu_wakers, cpu));
 
 	ret = cpuidle_register(&emu_idle_driver, NULL);
 	if (ret) {
 		pr_err("lisa_emu_cpuidle: cpuidle_register failed: %d\n", ret);
 		return ret;
 	}
-	pr_info("lisa_emu_cpuidle: %s table, %d states (emulated over HLT)\n",
-		t->name, emu_idle_driver.state_count);
+	emu_debugfs_dir = debugfs_create_dir("lisa_emu_cpuidle", NULL);
+	debugfs_create_file("holds", 0444, emu_debugfs_dir, NULL, &emu_holds_fops);
+	pr_info("lisa_emu_cpuidle: %s table, %d states (emulated over HLT), timing=%s\n",
+		t->name, emu_idle_driver.state_count, emu_faithful ? "faithful" : "decisions");
 	return 0;
 }
 
 static void __exit emu_idle_exit(void)
 {
+	int cpu;
+
 	cpuidle_unregister(&emu_idle_driver);
+	for_each_possible_cpu(cpu)
+		hrtimer_cancel(&per_cpu_ptr(&emu_wakers, cpu)->timer);
+	debugfs_remove_recursive(emu_debugfs_dir);
 }
 
 module_init(emu_idle_init);
 module_exit(emu_idle_exit);
-MODULE_DESCRIPTION("lisa-ext: real SoC idle-state tables emulated over HLT");
+MODULE_DESCRIPTION("lisa-ext: real SoC idle-state tables emulated over HLT, exit latencies paid");
 MODULE_LICENSE("GPL");

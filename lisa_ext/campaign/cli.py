@@ -14,6 +14,7 @@ from lisa_ext.campaign.tools import BUILDABLE, build_tool, cached_build, install
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.target import TargetConfig, connect
+from lisa_ext.vboard.timing import TIMINGS
 from lisa_ext.workbench import shown_path
 
 __all__ = ["register"]
@@ -24,7 +25,7 @@ def default_campaign_dir(name: str) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, board_timing=args.board_timing)
     out = Path(args.out) if args.out else default_campaign_dir(spec.name)
     summary = run_campaign(spec, out, resume=args.resume, progress=not args.no_progress)
     print(summary.line())
@@ -101,6 +102,9 @@ def register(subparsers) -> None:
                      help="continue an interrupted campaign: keep finished runs, redo the partial one")
     run.add_argument("-o", "--out", metavar="DIR", help="campaign directory to write (default: data/<name>)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--board-timing", choices=TIMINGS, metavar="{faithful,decisions}",
+                     help="the virtual board's timing, instead of the spec's board-timing (default faithful: "
+                          "exit latencies and OPP speeds paid; decisions: not paid, faster)")
     run.set_defaults(func=_run)
     check = sub.add_parser("check", help="validate a spec, its target config and its kernel variants, offline",
                            description="Validate a campaign spec (and its smoke: size), its target config and "

@@ -31,9 +31,12 @@ from lisa_ext.campaign.store import Metric
 from lisa_ext.energy_model import model_from_target
 from lisa_ext.errors import UserError
 
-__all__ = ["METER_KINDS", "Meter", "metered", "open_meter", "parse_hwmon", "parse_pixel6"]
+__all__ = ["METER_KINDS", "METER_MARKERS", "Meter", "metered", "open_meter", "parse_hwmon", "parse_pixel6"]
 
 METER_KINDS = ("none", "hwmon", "pixel6")
+#: trace markers written right after the reading before the workload and right before the one
+#: after it, when the run is traced: the meter's window in the trace's own clock
+METER_MARKERS = ("lisa-ext-meter-start", "lisa-ext-meter-end")
 
 _HWMON_CMD = ("for f in /sys/class/hwmon/hwmon*/energy*_input; do [ -r \"$f\" ] || continue; "
               "l=\"${f%_input}_label\"; printf '%s %s %s\\n' \"$f\" \"$(cat \"$f\")\" "
@@ -76,9 +79,11 @@ class Meter:
     channels: tuple[str, ...]
     target_name: str = "the target"
 
-    def read(self) -> dict[str, int]:
-        """Cumulative energy per channel, microjoules."""
-        text = self.target.execute(self.command, as_root=True, check_exit_code=False)
+    def read(self, *, then: str = "", first: str = "") -> dict[str, int]:
+        """Cumulative energy per channel, microjoules; ``first`` / ``then``: shell commands run
+        just before / after the reading, in the same command (a trace marker)."""
+        command = "; ".join(c for c in (first, self.command, then) if c)
+        text = self.target.execute(command, as_root=True, check_exit_code=False)
         return (parse_hwmon if self.kind == "hwmon" else parse_pixel6)(text)
 
 
@@ -110,21 +115,28 @@ def _energy_model(target: Any, target_name: str) -> dict | None:
         return None  # no Energy Model on this target (most real boards): the meter alone
 
 
+def _mark(marker_file: str | None, text: str) -> str:
+    return f"echo {text} > {marker_file}" if marker_file else ""
+
+
 @contextlib.contextmanager
-def metered(meter: Meter | None, meta: dict) -> Iterator[list[Metric]]:
+def metered(meter: Meter | None, meta: dict, marker_file: str | None = None) -> Iterator[list[Metric]]:
     """Read ``meter`` around the block; on success the yielded list receives the
     metrics (``energy_<channel>_j``, ``energy_j``, ``power_mw``) and
     ``meta["energy"]`` the meter kind, channels and sampling, and the target's
-    Energy Model when it has one (to price the run's trace as the meter did)."""
+    Energy Model when it has one (to price the run's trace as the meter did).
+    ``marker_file``: the trace_marker of the run's ftrace instance (a path without
+    shell metacharacters), which then receives :data:`METER_MARKERS` next to the two
+    readings (``meta["energy"]["trace_markers"]``)."""
     metrics: list[Metric] = []
     if meter is None:
         yield metrics
         return
     # read per run: a kernel variant may bring other tables than the previous run's
     model = _energy_model(meter.target, meter.target_name)
-    before, t0 = meter.read(), time.monotonic()
+    before, t0 = meter.read(then=_mark(marker_file, METER_MARKERS[0])), time.monotonic()
     yield metrics
-    after, t1 = meter.read(), time.monotonic()
+    after, t1 = meter.read(first=_mark(marker_file, METER_MARKERS[1])), time.monotonic()
     duration = t1 - t0
     channels = {}
     for name in meter.channels:
@@ -146,5 +158,7 @@ def metered(meter: Meter | None, meta: dict) -> Iterator[list[Metric]]:
         "sampling": "cumulative counters read once just before and once just after the workload "
                     "(host monotonic clock between the two reads)",
     }
+    if marker_file:
+        meta["energy"]["trace_markers"] = list(METER_MARKERS)
     if model is not None:
         meta["energy"]["model"] = model

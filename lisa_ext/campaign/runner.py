@@ -57,6 +57,7 @@ from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.schema import load_yaml
 from lisa_ext.target import kernel_provenance, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params, timing_knobs, timing_of
 
 __all__ = ["CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
 
@@ -170,6 +171,8 @@ class CampaignRunner:
         self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
+        #: (kernel variant, knobs setting the spec's board timing): read again for another kernel
+        self._timing_knobs: tuple[Path | None, dict[str, str]] | None = None
         self._target_lock_fd: int | None = None
 
     # -- campaign directory -------------------------------------------------
@@ -197,6 +200,10 @@ class CampaignRunner:
         self.state.setdefault("spec_source", str(self.spec.path))
         self.state.setdefault("target_config", str(self.spec.target))
         self.state.setdefault("created", _now())
+        timing = self.state.setdefault("board_timing", self.spec.board_timing)
+        if timing != self.spec.board_timing:
+            raise UserError(f"{root} was run with board timing {timing}; resume it with --board-timing "
+                            f"{timing}, or run {self.spec.board_timing} into another directory")
 
     def _save_state(self) -> None:
         self.store.write_state(self.state)
@@ -257,6 +264,16 @@ class CampaignRunner:
 
     # -- one run ----------------------------------------------------------------
 
+    def _board_timing_knobs(self) -> dict[str, str]:
+        """The knobs giving the board's emulation modules the spec's timing, read once per kernel
+        (none on a target without them)."""
+        kernel = self.session.kernel
+        if self._timing_knobs is None or self._timing_knobs[0] != kernel:
+            text = self.session.target.execute(f"{EMULATION_PARAMS_COMMAND} 2>/dev/null || true", as_root=True,
+                                               check_exit_code=False)
+            self._timing_knobs = (kernel, timing_knobs(parse_emulation_params(text), self.spec.board_timing))
+        return self._timing_knobs[1]
+
     def _deploy_kernel(self, variant: VariantSpec):
         if variant.kernel is None:
             return None
@@ -311,11 +328,14 @@ class CampaignRunner:
             if variant.kernel is not None:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
             knobs_from = time.monotonic()
-            with session.applied_knobs(variant.knobs) as knob_state:
+            # the variant's own knobs win over the board timing's
+            knobs = {**self._board_timing_knobs(), **variant.knobs}
+            with session.applied_knobs(knobs) as knob_state:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
                     meta["kernel"] = kernel_provenance(session.target)
+                    meta["board_timing"] = timing_of(meta["kernel"]["emulation"])
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
@@ -361,9 +381,12 @@ class CampaignRunner:
 
     def _traced(self, workload, ctx: RunContext, meta: dict, instance: str) -> list[Metric]:
         trace = self.spec.trace
+        traced = self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"]))
+        # the meter's readings marked in the trace: the estimate from the trace prices that window
+        marker = f"{self.tracefs}/instances/{instance}/trace_marker" if traced else None
 
         def run_workload() -> list[Metric]:
-            with meters.metered(self.meter, meta) as energy, CpuUtilWindow(self.target) as util:
+            with meters.metered(self.meter, meta, marker) as energy, CpuUtilWindow(self.target) as util:
                 meta["workload_start"] = _now()
                 try:
                     with _timed(meta, "workload"):
@@ -373,7 +396,7 @@ class CampaignRunner:
             meta["cpu_util"] = util.summary
             return [*metrics, *util.metrics(), *energy]
 
-        if not self._traced_run(RunKey(meta["variant"], meta["workload"], meta["iteration"])):
+        if not traced:
             return run_workload()
         output = self.target.path.join(ctx.remote_dir, "trace.dat")
         tracing_from = time.monotonic()

@@ -8,6 +8,7 @@ iterations and which trace events to record::
     iterations: 3
     order: interleave                       # or group-by-variant
     retries: 1                              # when the target is lost mid-run
+    board-timing: faithful                  # or decisions (the virtual board only)
     trace:
       events: [sched:sched_switch, sched:sched_wakeup]
     variants:
@@ -43,6 +44,7 @@ from lisa_ext.errors import SpecError
 from lisa_ext.kernel.spec import load_spec as load_kernel_spec
 from lisa_ext.knobs import knob_problem
 from lisa_ext.target.config import TargetConfig
+from lisa_ext.vboard.timing import DEFAULT_TIMING, TIMINGS
 
 __all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options",
            "stored_spec_matches"]
@@ -99,6 +101,10 @@ _TOP_SCHEMA = {
     "retries": Field((int,), "attempts after the first when the target is lost mid-run (default 1)",
                      bounds=(0, 100)),
     "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
+    "board-timing": Field((str,), "the virtual board's timing: faithful (default: it pays exit "
+                          "latencies and OPP speeds) | decisions (it does not; faster); "
+                          "ignored on targets without the emulation modules",
+                          check=lambda v: None if v in TIMINGS else f"{v!r} is not one of: {', '.join(TIMINGS)}"),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
     "report": Field((dict,), "how the report compares the variants: baseline, test, mean, alpha"),
     "android": Field((dict,), "keys replacing the spec's when its target is an Android device: "
@@ -224,6 +230,8 @@ class CampaignSpec:
     """Whether the spec's ``smoke:`` overrides were applied."""
     report: dict[str, Any] = field(default_factory=dict)
     """The report's settings (``report:``): baseline, test, mean, alpha."""
+    board_timing: str = DEFAULT_TIMING
+    """The virtual board's timing (:mod:`lisa_ext.vboard.timing`), ``board-timing:`` or the override."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
 
@@ -350,14 +358,16 @@ def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True)
 
 
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
-              target: str | os.PathLike | None = None) -> CampaignSpec:
+              target: str | os.PathLike | None = None, board_timing: str | None = None) -> CampaignSpec:
     """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
 
     ``check_files=False`` skips the checks that referenced files exist, to read
     back the copy stored in a campaign directory. ``smoke=True`` applies the spec's
     ``smoke:`` overrides; ``target`` replaces its ``target:`` (rerunning a study on
-    another platform is this one parameter).
+    another platform is this one parameter); ``board_timing`` its ``board-timing:``.
     """
+    if board_timing is not None and board_timing not in TIMINGS:
+        raise SpecError(Path(path), "board-timing", f"{board_timing!r} is not one of: {', '.join(TIMINGS)}")
     path = Path(path).resolve()
     doc = load_yaml(path, "campaign spec")
     top = check_mapping(path, doc, "", _TOP_SCHEMA)
@@ -436,5 +446,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
         requires=requires,
         smoke=smoke,
         report=_plain(report),
+        board_timing=board_timing or top.get("board-timing", DEFAULT_TIMING),
         raw=_plain(doc),
     )

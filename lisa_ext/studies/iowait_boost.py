@@ -17,7 +17,7 @@ import pandas as pd
 
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.rfc_numbers import load_rfc_numbers
-from lisa_ext.studies.rfc import rows_from_metrics, variant_table
+from lisa_ext.studies.rfc import concat_rows, rows_from_metrics, variant_table
 from lisa_ext.studies.runs import per_run_analysis
 
 __all__ = ["FIO_WORKLOAD", "PGBENCH_WORKLOADS", "STUDY", "df_wakeup_frequency", "rfc_tables"]
@@ -42,9 +42,8 @@ def _fio_runs(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pgbench(metrics: pd.DataFrame) -> pd.DataFrame:
-    frames = [rows_from_metrics(metrics, {row: "tps"}, mean="hmean", workload=workload)
-              for row, workload in PGBENCH_WORKLOADS.items()]
-    values = pd.concat([f for f in frames if not f.empty]) if any(not f.empty for f in frames) else pd.DataFrame()
+    values = concat_rows([rows_from_metrics(metrics, {row: "tps"}, mean="hmean", workload=workload)
+                          for row, workload in PGBENCH_WORKLOADS.items()])
     return variant_table(STUDY, "mmtests-pgbench", values)
 
 

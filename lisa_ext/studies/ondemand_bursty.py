@@ -30,7 +30,7 @@ from lisa_ext.campaign.store import Run, read_campaign
 from lisa_ext.report.cache import cached_frame, code_digest
 from lisa_ext.report.figures import FigureSpec, load_holoviews, render_figures
 from lisa_ext.rfc_numbers import load_rfc_numbers
-from lisa_ext.studies.rfc import variant_table
+from lisa_ext.studies.rfc import concat_rows, rows_from_metrics, variant_table
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.trace import load_trace
 
@@ -101,8 +101,13 @@ def df_calibration(campaign_dir: str | os.PathLike,
 
 def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
     """``{"sleeping-ebizzy": frame}``: the RFC's rows (10%..60%) and columns (Without patch, With
-    patch, Difference (absolute), Difference (%)) from our mean records/s; NaN where we lack a cell."""
-    values = df_records(campaign_dir)["records_per_s"].unstack("variant")
+    patch, Difference (absolute), Difference (%)) from our mean records/s, with each cell's per-run
+    values for the direction verdicts (:func:`lisa_ext.studies.rfc.direction`); NaN where we lack a
+    cell."""
+    metrics = read_campaign(campaign_dir).metrics_table()
+    records = metrics[metrics["metric"] == "records_per_s"]
+    values = concat_rows([rows_from_metrics(records, {util_label(w): "records_per_s"}, workload=w)
+                          for w in dict.fromkeys(records["workload"])])
     table = variant_table(STUDY, TABLE_ID, values)
     without, with_, absolute = (c.name for c in load_rfc_numbers(STUDY).table(TABLE_ID).columns[:3])
     table[absolute] = table[with_] - table[without]

@@ -6,6 +6,11 @@ with the RFC table's row labels as index and its column names as columns. The
 result keeps the RFC's rows and columns in its order and puts, under each of its
 columns, the RFC's value and ours, so a reader compares cell by cell; the caption
 says whose hardware each side is.
+
+Our frames carry their cells' per-run values in ``frame.attrs["samples"]``
+(``{(row, column): values}``, :data:`SAMPLES`) and the kind of mean of their cells in
+``frame.attrs["mean"]``: :func:`direction` judges our change on its confidence interval
+(:mod:`lisa_ext.stats.verdict`), not on the sign of the difference of two means.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -20,9 +26,17 @@ from lisa_ext.campaign.store import read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers
 from lisa_ext.stats import MeanKind, mean_of
+from lisa_ext.stats.change import pct_change_ci
+from lisa_ext.stats.verdict import AGREES, NO_VERDICT, OPPOSITE, WITHIN_NOISE, direction_verdict, sign_of
+from lisa_ext.vboard.timing import timing_of
 
-__all__ = ["EMPTY_CELL", "beside_rfc", "campaign_platform", "direction", "rfc_arithmetic", "rows_from_metrics",
-           "show_beside_rfc", "variant_table"]
+__all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "concat_rows", "direction",
+           "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "variant_table"]
+
+#: ``frame.attrs`` key of our cells' per-run values: ``{(row label, column): [values]}``
+SAMPLES = "samples"
+_VERDICT_WORDS = {AGREES: "the direction agrees", OPPOSITE: "the opposite direction",
+                  WITHIN_NOISE: "no change within our noise"}
 
 #: how a cell neither side has prints: never "nan" or "n/a<unit>"
 EMPTY_CELL = "–"
@@ -35,13 +49,19 @@ _PLATFORM_NAMES = {
 
 
 def campaign_platform(campaign_dir: str | os.PathLike) -> str:
-    """The platform a campaign ran on, as a table caption names it (from its runs' provenance)."""
-    names = {str((run.meta.get("platform") or {}).get("name") or "")
-             for run in read_campaign(Path(campaign_dir)).ok_runs}
+    """The platform a campaign ran on, as a table caption names it (from its runs' provenance),
+    with the virtual board's timing (:mod:`lisa_ext.vboard.timing`) when its runs recorded one."""
+    runs = read_campaign(Path(campaign_dir)).ok_runs
+    names = {str((run.meta.get("platform") or {}).get("name") or "") for run in runs}
     names.discard("")
     if not names:
         return "this platform"
-    return " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
+    platform = " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
+    # runs from before the timing switch paid nothing: they were "decisions"
+    timings = {run.meta.get("board_timing") or timing_of((run.meta.get("kernel") or {}).get("emulation"))
+               or ("decisions" if "vboard" in names else None) for run in runs}
+    timings.discard(None)
+    return f"{platform}, {' + '.join(sorted(timings))} timing" if timings else platform
 
 
 def _check_shape(table: RfcTable, ours: pd.DataFrame, where: str) -> pd.DataFrame:
@@ -63,10 +83,25 @@ def rows_from_metrics(metrics: pd.DataFrame, rows: dict[str, str], mean: MeanKin
         metrics = metrics[metrics["workload"] == workload]
     variants = list(dict.fromkeys(metrics["variant"]))
     out = pd.DataFrame(index=list(rows), columns=variants, dtype="float64")
+    samples = {}
     for label, metric in rows.items():
         for variant, group in metrics[metrics["metric"] == metric].groupby("variant", sort=False):
             out.loc[label, variant] = mean_of(group["value"], mean)
-    return out.dropna(how="all")
+            samples[(label, variant)] = [float(v) for v in group["value"]]
+    out = out.dropna(how="all")
+    out.attrs.update({SAMPLES: samples, "mean": mean})
+    return out
+
+
+def concat_rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Frames of :func:`rows_from_metrics` (other rows each) as one, their per-run values kept."""
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames)
+    out.attrs = {SAMPLES: {k: v for f in frames for k, v in f.attrs.get(SAMPLES, {}).items()},
+                 "mean": frames[0].attrs.get("mean", "amean")}
+    return out
 
 
 def variant_table(study: str, table_id: str, values: pd.DataFrame) -> pd.DataFrame:
@@ -83,6 +118,7 @@ def variant_table(study: str, table_id: str, values: pd.DataFrame) -> pd.DataFra
     rows = [r for r in values.index if r in out.index]
     first = next((c.variant for c in table.columns if c.variant), None)
     previous, seen = None, set()
+    ours_samples, samples = values.attrs.get(SAMPLES, {}), {}
     for col in table.columns:
         if col.variant is not None:
             # a repeated column (the RFC's second run of its baseline, showing its error margin)
@@ -91,9 +127,12 @@ def variant_table(study: str, table_id: str, values: pd.DataFrame) -> pd.DataFra
             seen.add(col.variant)
             if previous in values.columns:
                 out.loc[rows, col.name] = values.loc[rows, col.variant].astype("float64")
+                samples.update({(row, col.name): ours_samples[(row, col.variant)]
+                                for row in rows if (row, col.variant) in ours_samples})
         elif col.unit == "%" and previous in values.columns and first in values.columns:
             base = values.loc[rows, first].astype("float64")
             out.loc[rows, col.name] = 100.0 * (values.loc[rows, previous].astype("float64") - base) / base.abs()
+    out.attrs.update({SAMPLES: samples, "mean": values.attrs.get("mean", "amean")})
     return out
 
 
@@ -197,10 +236,16 @@ def _change(values: pd.Series, baseline: str, column: str) -> float:
 
 
 def direction(study: str, table_id: str, ours: pd.DataFrame, row: str, baseline: str, column: str,
-              *, tolerance_pct: float = 1.0) -> str:
+              *, tolerance_pct: float = 1.0, confidence: float = 0.95) -> str:
     """One sentence: does ``row`` change from column ``baseline`` to ``column`` the same way
-    in our table as in the RFC's? Changes within ``tolerance_pct`` count as no change."""
+    in our table as in the RFC's? Judged on the ``confidence`` interval of our change of the
+    table's mean (:func:`lisa_ext.stats.change.pct_change_ci` on our cells' per-run values,
+    ``ours.attrs["samples"]``; :mod:`lisa_ext.stats.verdict`): it agrees, goes the opposite
+    way, or is no change within our noise. An RFC change within ``tolerance_pct`` counts as
+    no change."""
     table = load_rfc_numbers(study).table(table_id)
+    samples = ours.attrs.get(SAMPLES, {})
+    mean = ours.attrs.get("mean", "amean")
     ours = _check_shape(table, ours, f"{study}/{table_id}")
     rfc = table.frame()
     if row not in rfc.index:
@@ -210,9 +255,26 @@ def direction(study: str, table_id: str, ours: pd.DataFrame, row: str, baseline:
     what = f"{row}, {column} vs {baseline}"
     if math.isnan(ours_pct) or math.isnan(theirs_pct):
         return f"{what}: no comparison (a cell is empty on one side)."
+    return direction_sentence(what, theirs_pct, ours_pct, samples.get((row, baseline), ()),
+                              samples.get((row, column), ()), mean=mean, tolerance_pct=tolerance_pct,
+                              confidence=confidence)
 
-    def sign(pct: float) -> int:
-        return 0 if abs(pct) <= tolerance_pct else (1 if pct > 0 else -1)
 
-    verdict = "agrees" if sign(ours_pct) == sign(theirs_pct) else "does not agree"
-    return f"{what}: RFC {theirs_pct:+.1f} %, ours {ours_pct:+.1f} % — the direction {verdict}."
+def direction_sentence(what: str, theirs_pct: float, ours_pct: float, base: Sequence[float],
+                       new: Sequence[float], *, mean: MeanKind = "amean", tolerance_pct: float = 1.0,
+                       confidence: float = 0.95) -> str:
+    """``"<what>: RFC +x %, ours +y % (95 % CI a to b %, n and m runs) — <verdict>."``: our
+    change ``ours_pct`` judged on the interval of the change of ``new``'s mean over ``base``'s
+    (per-run values), against the RFC's ``theirs_pct`` (within ``tolerance_pct``: no change)."""
+    low, high = pct_change_ci(base, new, kind=mean, confidence=confidence)
+    rfc_sign = sign_of(theirs_pct, tolerance_pct)
+    verdict = direction_verdict(low, high, rfc_sign)
+    head = f"{what}: RFC {theirs_pct:+.1f} %, ours {ours_pct:+.1f} %"
+    if verdict == NO_VERDICT:
+        return (f"{head} — no verdict: a confidence interval needs two runs per variant "
+                f"(we have {len(base)} and {len(new)}).")
+    interval = (f"{low:+.1f} to {high:+.1f} %" if math.isfinite(low) and math.isfinite(high)
+                else "unbounded")
+    words = "no change within our noise, as in the RFC" if verdict == AGREES and not rfc_sign \
+        else _VERDICT_WORDS[verdict]
+    return f"{head} ({confidence * 100:.0f} % CI {interval}, {len(base)} and {len(new)} runs) — {words}."

@@ -28,6 +28,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.figures import export, grouped_bars_figure, load_holoviews
 from lisa_ext.rfc_numbers import load_rfc_numbers
+from lisa_ext.studies.rfc import SAMPLES, direction_sentence
 from lisa_ext.trace import load_trace
 
 __all__ = ["KCRYPTD_PREFIX", "LOADS", "SCOPES", "df_kcryptd_locality", "df_kcryptd_placement",
@@ -69,6 +70,7 @@ def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
         shape = numbers.table(table_id).frame()
         ours = pd.DataFrame(np.nan, index=shape.index, columns=shape.columns)
         mine = runs[runs["workload"] == workload].groupby("variant")
+        samples = {}
         for label, variant in SCOPES.items():
             if variant not in mine.groups:
                 continue
@@ -76,29 +78,26 @@ def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
             ours.loc[label, [_BW, _BW_SD, _UTIL, _UTIL_SD]] = [
                 group["bandwidth_mibps"].mean(), group["bandwidth_mibps"].std(),
                 group["cpu_util_pct"].mean(), group["cpu_util_pct"].std()]
+            samples[(label, _BW)] = [float(v) for v in group["bandwidth_mibps"]]
         ours[_VS] = 100.0 * (ours[_BW] / ours.loc["SYSTEM", _BW] - 1.0)
+        ours.attrs[SAMPLES] = samples
         tables[table_id] = ours
     return tables
 
 
 def direction(table_id: str, ours: pd.DataFrame, row: str, *, tolerance_pct: float = 1.0) -> str:
-    """One sentence: does ``row``'s bandwidth move against SYSTEM the way the RFC's does, and is our
-    change larger than our noise (both rows' sd, relative to SYSTEM's mean)? The RFC's tables
-    compare rows, not columns, hence not :func:`lisa_ext.studies.rfc.direction`."""
+    """One sentence: does ``row``'s bandwidth move against SYSTEM the way the RFC's does, judged on
+    the confidence interval of our change (:func:`lisa_ext.studies.rfc.direction_sentence`, from
+    the runs in ``ours.attrs["samples"]``)? The RFC's tables compare rows, not columns, hence not
+    :func:`lisa_ext.studies.rfc.direction`."""
     theirs = float(load_rfc_numbers(STUDY).table(table_id).frame().loc[row, _VS])
-    change, base = float(ours.loc[row, _VS]), float(ours.loc["SYSTEM", _BW])
-    noise = 100.0 * float(np.hypot(ours.loc[row, _BW_SD], ours.loc["SYSTEM", _BW_SD])) / base
+    change = float(ours.loc[row, _VS])
     what = f"{table_id.upper()}, {row} vs SYSTEM bandwidth"
     if np.isnan(change):
         return f"{what}: no comparison (we have no {row} runs)."
-
-    def sign(pct: float) -> int:
-        return 0 if abs(pct) <= tolerance_pct else (1 if pct > 0 else -1)
-
-    verdict = "the direction agrees" if sign(change) == sign(theirs) else "the direction does not agree"
-    if not np.isnan(noise) and abs(change) <= noise:
-        verdict += f", but ours is within our noise (±{noise:.1f} %)"
-    return f"{what}: RFC {theirs:+.1f} %, ours {change:+.1f} % — {verdict}."
+    samples = ours.attrs.get(SAMPLES, {})
+    return direction_sentence(what, theirs, change, samples.get(("SYSTEM", _BW), ()),
+                              samples.get((row, _BW), ()), tolerance_pct=tolerance_pct)
 
 
 def _platform(run: Run) -> Platform:

@@ -13,6 +13,7 @@ from importlib.metadata import version
 from typing import Any
 
 from lisa_ext.running_kernel import probe_running_kernel
+from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
 
 __all__ = ["idle_state_names", "kernel_provenance", "llc_domains", "platform_provenance", "tool_versions", "tracefs_root"]
 
@@ -33,7 +34,9 @@ def _read(target, command: str) -> str | None:
 
 def kernel_provenance(target) -> dict:
     """Kernel release, version, command line (:mod:`lisa_ext.running_kernel`'s
-    probe), machine and a hash of its config when readable."""
+    probe), machine, a hash of its config when readable, and the parameters of the
+    board's emulation modules (``emulation``: ``{module: {parameter: value}}``, empty
+    on other targets; :mod:`lisa_ext.vboard.timing`)."""
     running = probe_running_kernel(
         lambda command: target.execute(command, as_root=True, check_exit_code=False))
     release = running.release
@@ -47,6 +50,7 @@ def kernel_provenance(target) -> dict:
         "machine": _read(target, "uname -m"),
         "cmdline": running.cmdline,
         "config_sha256": config_hash,
+        "emulation": parse_emulation_params(_read(target, EMULATION_PARAMS_COMMAND) or ""),
     }
 
 
