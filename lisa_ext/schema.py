@@ -39,7 +39,7 @@ from lisa_ext.errors import SpecError
 
 __all__ = ["DURATION_S", "MAX_NUMBER_DIGITS", "MAX_YAML_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_VALUES",
            "THREADS", "TIMEOUT_S", "Field", "Number", "argument_problem", "check_mapping", "in_bounds",
-           "load_yaml", "read_text", "show", "type_names"]
+           "load_yaml", "read_text", "show", "text_problem", "type_names"]
 
 #: a YAML number: ints are accepted wherever floats are
 Number = (int, float)
@@ -110,6 +110,18 @@ def argument_problem(value: Any, what: str) -> str | None:
     bad = next((c for c in value if c.isspace() or unicodedata.category(c)[0] == "C"), None)
     if bad is not None:
         return f"{show(value)} holds whitespace or a control character ({bad!r}); not {what}"
+    return None
+
+
+def text_problem(value: Any) -> str | None:
+    """What is wrong with ``value`` as free text a terminal or a page will show (a description),
+    or None: control characters (an escape sequence could rewrite what a user reads) other
+    than tab and newline are refused."""
+    if not isinstance(value, str):
+        return f"expected text, got {show(value)}"
+    bad = next((c for c in value if c not in "\t\n" and unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        return f"holds the control character {bad!r}; free text may hold tabs and newlines only"
     return None
 
 

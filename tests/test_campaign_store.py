@@ -263,3 +263,46 @@ def test_journal_of_a_published_run_is_reported_as_kept(tmp_path):
     assert store.journal.read() is None
     session.begin("/tmp/x", run="v/w/1", tmp=str(store.runs_dir / "v/w/.tmp-1"))
     assert undo_stopped_run(session, store) == ["discarded the partial run v/w/1"]
+
+
+def test_a_journal_this_machine_did_not_write_runs_nothing(tmp_path, monkeypatch):
+    """Resuming a colleague's campaign directory must not run its journal's commands as root."""
+    from lisa_ext.campaign.session import TargetSession
+
+    class RecordingTarget:
+        def __init__(self):
+            self.commands = []
+
+        def execute(self, command, **kwargs):
+            self.commands.append(command)
+            return ""
+
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "mine"))
+    store = _campaign_with_runs(tmp_path / "c", n=1)
+    target = RecordingTarget()
+    session = TargetSession(target, store.journal)
+    session.begin("/tmp/x", run="v/w/1", tmp=str(store.runs_dir / "v/w/.tmp-1"))
+    session.note_cleanup("echo our own cleanup")
+    assert store.journal.read()["cleanups"] == ["echo our own cleanup"]
+
+    # the same journal, written with another machine's key, then one edited by hand
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "colleague"))
+    store.journal.write({**store.journal.read(), "cleanups": ["touch /pwned"]})
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "mine"))
+    for journal in (store.journal.path.read_text(),
+                    store.journal.path.read_text().replace("touch /pwned", "rm -rf /")):
+        store.journal.path.write_text(journal)
+        done = TargetSession(target, store.journal).undo()
+        assert len(done) == 1 and "was not written by this workbench on this machine" in done[0]
+        assert target.commands == [] and store.journal.read() is None
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    (" " * (17 * 2**20) + "{}", "larger than 16 MiB"),
+])
+def test_hostile_result_json_is_one_error(tmp_path, content, expected):
+    store = _campaign_with_runs(tmp_path / "c", n=1)
+    (store.run_dir(RunKey("v", "w", 0)) / "result.json").write_text(content)
+    with pytest.raises(SpecError, match=expected):
+        read_campaign(store.root)

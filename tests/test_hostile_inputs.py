@@ -202,6 +202,11 @@ def test_plan_of_runs_is_bounded(capsys, tmp_path):
      "variants[0].knobs (line 6)", "value must be a finite number"),
     ("  - name: a\n", f"  - name: a\n    knobs: {{/proc/sys/kernel/x: {'1' * 5000!r}}}\n",
      "variants[0].knobs (line 6)", "value longer than 4096 characters"),
+    # what study list and campaign check print: an escape sequence could rewrite the terminal
+    ("iterations: 1", 'iterations: 1\ndescription: "ok\\e[2J\\e[Hall clear"', "description (line 4)",
+     "holds the control character '\\x1b'"),
+    ("  - name: a\n", '  - name: a\n    description: "\\e]0;title\\a"\n', "variants[0].description (line 6)",
+     "holds the control character '\\x1b'"),
 ])
 def test_names_and_knob_values_are_bounded(capsys, tmp_path, old, new, key, expected):
     _campaign_refused(capsys, tmp_path, _spec(tmp_path, **{old: new}), key, expected)

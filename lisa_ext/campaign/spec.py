@@ -38,7 +38,7 @@ from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
 from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
-from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml, show
+from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml, show, text_problem
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.kernel.spec import load_spec as load_kernel_spec
@@ -86,7 +86,7 @@ def _check_knobs(value: dict) -> str | None:
 
 _TOP_SCHEMA = {
     "name": Field((str,), "campaign name, used as its directory name", True, _check_name),
-    "description": Field((str,), "free text"),
+    "description": Field((str,), "free text", check=text_problem),
     "target": Field((str,), "path to a LISA target_conf YAML, relative to the spec", True),
     "iterations": Field((int,), "runs per (variant, workload)", True, bounds=(1, MAX_ITERATIONS)),
     "order": Field((str,), "interleave | group-by-variant",
@@ -145,7 +145,7 @@ _TRACE_SCHEMA = {
 
 _VARIANT_SCHEMA = {
     "name": Field((str,), "variant name, used as a directory name", True, _check_name),
-    "description": Field((str,), "free text"),
+    "description": Field((str,), "free text", check=text_problem),
     "knobs": Field((dict,), "mapping of /sys or /proc file -> value written before each run",
                    check=_check_knobs),
     "kernel": Field((str,), "path to a kernel variant spec (kernels/.../variant.yml), relative to the spec"),

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -45,6 +47,7 @@ import pandas as pd
 
 from lisa_ext.schema import load_yaml
 from lisa_ext.errors import SpecError, UserError
+from lisa_ext.workbench import cache_root
 
 __all__ = [
     "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "QUARANTINE_DIR", "RUN_STATUSES", "SPEC_COPY",
@@ -138,15 +141,26 @@ class RunResult:
         return d
 
 
+#: the largest result.json or meta.json read: ours are kilobytes (a campaign directory may come
+#: from anyone, and json.loads holds the whole file and more)
+MAX_JSON_BYTES = 16 * 1024 * 1024
+
+
 def read_json_object(path: Path) -> dict:
     """A JSON object from the store (result.json, meta.json): a bad file is a SpecError naming it."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise SpecError(path, "<file>", f"larger than {MAX_JSON_BYTES // 2**20} MiB; not one of ours")
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(path, "<file>", f"cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise SpecError(path, f"line {exc.lineno} column {exc.colno}",
                         f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise SpecError(path, "<top>", "nested too deeply to be one of ours") from None
     if not isinstance(data, dict):
         raise SpecError(path, "<top>", "expected a JSON object")
     return data
@@ -229,6 +243,32 @@ def _fsync_tree(root: Path) -> None:
         _fsync_dir(Path(dirpath))
 
 
+def _journal_key() -> bytes:
+    """This machine's key for journal signatures, made on first use (readable by its owner only)."""
+    path = cache_root() / "journal.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"journal.key.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32))
+    try:
+        os.link(tmp, path)  # atomic, and the first writer wins
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_bytes()
+
+
+def _sign(data: dict) -> str:
+    payload = json.dumps(data, sort_keys=True, default=str).encode()
+    return hmac.new(_journal_key(), payload, hashlib.sha256).hexdigest()
+
+
 @dataclass(frozen=True)
 class DamagedRun:
     """A directory under ``runs/`` that is not a readable finished run (a truncated or
@@ -248,27 +288,43 @@ class DamagedRun:
 class Journal:
     """The file where the runner notes, before each change to the target, how to undo it
     (``.runner-journal.json``): what a killed runner left behind. The store owns the file;
-    what goes in it is the target session's (:class:`lisa_ext.campaign.session.TargetSession`)."""
+    what goes in it is the target session's (:class:`lisa_ext.campaign.session.TargetSession`).
+
+    Undoing a journal runs its commands as root on the target, so it carries a signature
+    (``signature``: an HMAC-SHA256 under a key kept in the cache root, ``journal.key``): a
+    journal this workbench did not write here (a campaign directory copied from a colleague,
+    or edited) is reported as damaged and nothing is undone from it."""
 
     def __init__(self, path: Path):
         self.path = path
 
     def write(self, data: dict) -> None:
-        write_json(self.path, data)
+        write_json(self.path, {**data, "signature": _sign(data)})
 
     def read(self) -> dict | None:
         """The journal, ``None`` when there is none; a damaged one is ``{"damaged": why}``."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            with open(self.path, "rb") as f:
+                raw = f.read(MAX_JSON_BYTES + 1)
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             return {"damaged": f"cannot read {self.path}: {exc}"}
+        if len(raw) > MAX_JSON_BYTES:
+            return {"damaged": f"{self.path}: larger than {MAX_JSON_BYTES // 2**20} MiB"}
         try:
-            data = json.loads(text or "{}")
-        except json.JSONDecodeError as exc:
-            return {"damaged": f"{self.path}: not valid JSON ({exc.msg})"}
-        return data if isinstance(data, dict) else {"damaged": f"{self.path}: not a JSON object"}
+            data = json.loads(raw.decode("utf-8") or "{}")
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            return {"damaged": f"{self.path}: not valid JSON ({type(exc).__name__})"}
+        if not isinstance(data, dict):
+            return {"damaged": f"{self.path}: not a JSON object"}
+        if not data:
+            return data
+        signature = data.pop("signature", None)
+        if not isinstance(signature, str) or not hmac.compare_digest(signature, _sign(data)):
+            return {"damaged": f"{self.path} was not written by this workbench on this machine (its "
+                               "signature does not match): undo what it names on the target by hand"}
+        return data
 
     def clear(self) -> None:
         try:

@@ -43,7 +43,7 @@ from typing import Any
 
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.knobs import knob_problem
-from lisa_ext.schema import argument_problem, load_yaml
+from lisa_ext.schema import argument_problem, load_yaml, text_problem
 from lisa_ext.workbench import workbench_path
 
 __all__ = [
@@ -299,6 +299,9 @@ def load_spec(path: str | os.PathLike) -> VariantSpec:
     if not _NAME_RE.match(name):
         raise SpecError(p, "name" + _line(doc, "name"), f"expected lowercase letters, digits, '.', '_' or '-' (max 40), got {name!r}")
     description = doc.get("description") or ""
+    problem = text_problem(description)
+    if problem is not None:
+        raise SpecError(p, "description" + _line(doc, "description"), problem)
     cmdline = doc.get("cmdline") or ""
     if (not isinstance(cmdline, str) or len(cmdline) > _CMDLINE_MAX
             or not all(c.isprintable() for c in cmdline.strip())):
