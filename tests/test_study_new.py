@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -16,6 +17,7 @@ import page_check
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.spec import load_spec as load_variant
+from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.studies.template import SAMPLE, write_study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,3 +99,13 @@ def test_the_page_renders_on_the_sample_before_any_run(workbench):
     check = page_check.check_page(page)
     assert check.seen["svg_figures"] and check.seen["bokeh_plots"] and check.seen["tables"] >= 2, check.seen
     assert not check.findings, check.report()
+
+
+def test_a_figure_with_nothing_to_show_says_why():
+    """The sample traced no sched_process_exec: the error says so, not only "nothing found" (a
+    decoder to rebuild after an update was hidden the same way, in warnings below the error)."""
+    sample = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity-board"
+    with warnings.catch_warnings(), pytest.raises(UserError) as error:
+        warnings.simplefilter("ignore")
+        per_run_analysis(sample, "wakeup_latency", "df_wakeup_latencies", tasks="exec:schbench")
+    assert "sched:sched_process_exec" in str(error.value) and "system/low/0" in str(error.value)
