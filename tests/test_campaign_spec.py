@@ -193,6 +193,7 @@ def test_stored_copy_matches_the_runs_not_the_report_settings(tmp_path):
 
     spec = load_spec(write_spec(tmp_path / "s.yml", GOOD + "report: {mean: gmean}\n"))
     assert stored_spec_matches(spec, {**spec.raw, "report": {"baseline": "b"}})  # reporting only
+    assert stored_spec_matches(spec, {**spec.raw, "description": "before the TODO was filled in"})
     assert not stored_spec_matches(spec, {**spec.raw, "iterations": 3})           # other runs
     smoke = load_spec(write_spec(tmp_path / "m.yml", GOOD + "smoke: {iterations: 1}\n"), smoke=True)
     assert smoke.raw["iterations"] == 1 and "smoke" not in smoke.raw

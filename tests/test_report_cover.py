@@ -130,6 +130,8 @@ def test_names_and_numbers_for_a_reader():
     assert metric_label("x_y", "ms", {"x_y": "my metric"}) == "my metric (ms)"
     assert [format_number(x) for x in (1416000.0, 2622.4, 924.2, 12.34, 1.5, 0.01234, math.nan)] == \
         ["1,416,000", "2,622", "924", "12.3", "1.50", "0.0123", "–"]
+    # counts (a status table's runs ok / traced) are integers: 2, not 2.00
+    assert [format_number(x) for x in (2, np.int64(1), 0, 12345)] == ["2", "1", "0", "12,345"]
 
 
 def test_nearly_identical_samples_give_no_scipy_warning():

@@ -14,10 +14,13 @@ import page_check
 
 STUDIES = [s for s in study.list_studies() if s.name != "quickstart"]
 RFC_STUDIES = {"iowait-boost", "wq-affinity", "teo-util", "ondemand-bursty", "idle-gating"}
+#: studies of our own, written with `lisa-ext study new` (docs/your-own-study.md): checked here
+#: like the others, not run by test_studies_smoke (no RFC to reproduce, no room in CI's budget)
+OWN_STUDIES = {"run-to-parity"}
 
 
-def test_one_study_per_rfc():
-    assert {s.name for s in STUDIES} == RFC_STUDIES
+def test_one_study_per_rfc_and_our_own():
+    assert {s.name for s in STUDIES} == RFC_STUDIES | OWN_STUDIES
 
 
 @pytest.mark.parametrize("s", STUDIES, ids=lambda s: s.name)

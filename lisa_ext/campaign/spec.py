@@ -324,15 +324,15 @@ def _apply_android(path: Path, doc: dict) -> dict:
     return {**doc, **android}
 
 
-#: top-level keys that say how runs are reported, not what runs: a campaign may change them
-#: and still resume
-_REPORTING_KEYS = ("report",)
+#: top-level keys that say how runs are reported or described, not what runs: a campaign may
+#: change them and still resume (a new study's description is written after its first smoke run)
+_REPORTING_KEYS = ("description", "report")
 
 
 def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True) -> bool:
     """Whether ``stored`` (a campaign directory's spec copy, as data) runs what ``spec`` as
     applied runs: its smoke: overrides and target included, so a smoke campaign resumes as
-    itself; its ``report:`` settings aside.
+    itself; its ``report:`` settings and ``description`` aside.
 
     ``legacy``: also accept the copy older versions kept of a smoke or ``--target`` campaign,
     the spec file as written, when applying the same overrides to it gives ``spec``.

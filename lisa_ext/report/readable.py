@@ -10,6 +10,7 @@ the number rule (3-4 significant digits, thousands separated, never ``1.4e+06``)
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from typing import Mapping, Sequence
 
@@ -72,7 +73,10 @@ def decimals_of(x: float) -> int:
 
 def format_number(x: float, decimals: int | None = None) -> str:
     """A value as a reader reads it: 3-4 significant digits (or ``decimals``), thousands
-    separated, never scientific notation below a billion: 2,622; 924; 12.3; 0.0123."""
+    separated, never scientific notation below a billion: 2,622; 924; 12.3; 0.0123. A count (an
+    integer type) has no decimals: 2 runs, not 2.00."""
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool) and abs(x) < 1e9:
+        return f"{x:,}"
     if x is None or not math.isfinite(x):
         return EMPTY if x is None or math.isnan(x) else ("∞" if x > 0 else "-∞")
     if abs(x) >= 1e9:

@@ -25,7 +25,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     ``variant``, ``workload`` and ``iteration``. Runs whose trace lacks the events
     the analysis needs are skipped with a warning naming the run.
     """
-    frames = []
+    frames, skipped = [], {}
     for run in traced_runs(Path(campaign_dir))[1]:
         def compute(path=run.trace):
             return getattr(getattr(load_trace(path).ana, analysis), method)(**kwargs)
@@ -35,6 +35,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
             df = cached_frame(run.trace, (analysis, method, sorted(kwargs.items())), compute)
         except Exception as exc:  # LISA's MissingTraceEventError and friends
             warnings.warn(f"{run.label}: {analysis}.{method} skipped: {exc}")
+            skipped.setdefault(str(exc), run.label)
             continue
         df = df.reset_index()
         df.insert(0, "iteration", run.iteration)
@@ -42,7 +43,11 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
         df.insert(0, "variant", run.variant)
         frames.append(df)
     if not frames:
-        raise UserError(f"{campaign_dir}: no traced run has what {analysis}.{method} needs")
+        # the reason is the useful part (a missing event, a decoder to rebuild): say it, not only
+        # the warnings above, which a rendered page shows as noise after the error
+        why = "; ".join(f"{label}: {reason}" for reason, label in list(skipped.items())[:2])
+        raise UserError(f"{campaign_dir}: no traced run has what {analysis}.{method} needs"
+                        + (f" ({why})" if why else " (no traced run)"))
     return pd.concat(frames, ignore_index=True)
 
 
