@@ -237,6 +237,7 @@ def main() -> int:
     only = set(args.only or ("throughput", "idle", "util"))
 
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard
 
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min)")
@@ -244,10 +245,11 @@ def main() -> int:
         helper = Path(tmp) / "vboard_calib"
         _build_helper(helper)
         board = VirtualBoard()
+        target = BoardTarget(board)
         t0 = time.monotonic()
         try:
             if not args.running:
-                deploy_variant(board, VARIANT)
+                deploy_variant(target, VARIANT)
             b = Board(board)
             b.push_helper(helper)
             top_rate = throughput(b, args.repeat) if "throughput" in only else 0.0
@@ -260,7 +262,7 @@ def main() -> int:
                 b.reload("lisa_emu_cpufreq", f"opps={OPP_TABLES[0]}")
                 idle_latency(b, args.wakeups, b.sh("cat /sys/module/lisa_emu_cpuidle/parameters/table").strip())
                 if not args.running:
-                    deploy_variant(board, HI3660_VARIANT)
+                    deploy_variant(target, HI3660_VARIANT)
                     b.push_helper(helper)
                     idle_latency(b, args.wakeups, "hi3660-little")
             if not args.skip_overhead and not args.running:

@@ -140,3 +140,26 @@ def test_kexec_command_line_replaces_what_the_variant_sets_again():
     assert merge_cmdline(base, "cpuidle.governor=menu") == "console=ttyS0 root=/dev/vda quiet cpuidle.governor=menu"
     assert merge_cmdline(base, "") == base
     assert merge_cmdline("a=1 b", "b c=2") == "a=1 b c=2"
+
+
+def test_auto_deploy_boots_a_target_that_does_not_answer(tmp_path):
+    """A board whose last run left it marked up but gone: the probe fails, and auto boots."""
+
+    class Gone:
+        description = "a board that does not answer"
+        boot_methods = ("boot", "kexec")
+
+        def __init__(self):
+            self.booted = []
+
+        def execute(self, command, **kwargs):
+            if not self.booted:
+                raise TargetCommandError("connection refused")
+            return ""
+
+        def boot(self, image, method):
+            self.booted.append(method)
+
+    target = Gone()
+    provenance = deploy.deploy_artefacts(target, Artefacts(tmp_path, "6.12.9-lxa"), label="v")
+    assert target.booted == ["boot"] and provenance["method"] == "boot"

@@ -162,6 +162,7 @@ def deploy_artefacts(target: Target, artefacts, *, method: str = "auto", label: 
         "expected": expected,
         "modules_loaded_at_boot": load,
     }
+    before, cmdline = None, ""
     try:
         before = _running(target) if method == "auto" else None
         cmdline = target.kernel_cmdline(image.cmdline) if before is not None else ""
