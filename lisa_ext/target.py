@@ -24,11 +24,12 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
 from lisa_ext.running_kernel import probe_running_kernel
 from lisa_ext.schema import Field, check_mapping, load_yaml, positive, type_names
-from lisa_ext.vboard.board import target_conf_overrides
+from lisa_ext.vboard.board import TARGET_CONF_NAMES, target_conf_overrides
 from lisa_ext.vboard.rootfs import known_hosts_pin_path
 
-__all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance", "llc_domains",
-           "platform_provenance", "target_extras", "tool_versions", "tracefs_root"]
+__all__ = ["check_target_conf", "connect", "is_virtual_board", "kernel_provenance", "lisa_platform_info",
+           "llc_domains", "parse_platform_facts", "platform_provenance", "target_extras", "tool_versions",
+           "tracefs_root"]
 
 _TOP_KEYS = ("target-conf", "platform-info", "lisa-ext")
 #: our own settings in a target config, under ``lisa-ext:`` (LISA reads only its own keys)
@@ -96,13 +97,14 @@ def target_extras(path: str | os.PathLike) -> dict:
 
 
 def is_virtual_board(path: str | os.PathLike) -> bool:
-    """Whether a target config is the virtual board's (its target-conf is named ``vboard``)."""
-    return check_target_conf(path)["target-conf"].get("name") == "vboard"
+    """Whether a target config is a virtual board's (its target-conf is named ``vboard`` or
+    ``vboard-arm64``)."""
+    return check_target_conf(path)["target-conf"].get("name") in TARGET_CONF_NAMES
 
 
 def _host_key_pin(doc: dict) -> tuple[Path | None, str | None]:
-    """The virtual board's pinned key for its target config (named ``vboard``); others trust on first use."""
-    if doc["target-conf"].get("name") == "vboard":
+    """The virtual board's pinned key for its target configs; others trust on first use."""
+    if doc["target-conf"].get("name") in TARGET_CONF_NAMES:
         return known_hosts_pin_path(), hostkeys.VBOARD_ALIAS
     return None, None
 
@@ -180,6 +182,49 @@ def platform_provenance(target) -> dict:
 #: per CPU cache: "<cpu dir> <level> <type> <shared_cpu_list>" (drivers/base/cacheinfo.c sysfs)
 _CACHES = ("for d in /sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*; do "
            "echo \"${d%%/cache/*} $(cat $d/level) $(cat $d/type) $(cat $d/shared_cpu_list)\"; done")
+
+
+#: per CPU its capacity, per cpufreq policy its CPUs and OPPs (drivers/base/arch_topology.c,
+#: drivers/cpufreq/cpufreq.c sysfs), one line each
+_PLATFORM_FACTS = (
+    "for c in /sys/devices/system/cpu/cpu[0-9]*; do "
+    "echo \"capacity ${c##*/cpu} $(cat $c/cpu_capacity 2>/dev/null)\"; done; "
+    "for p in /sys/devices/system/cpu/cpufreq/policy[0-9]*; do "
+    "echo \"policy $(cat $p/related_cpus) : $(cat $p/scaling_available_frequencies 2>/dev/null)\"; done")
+
+
+def parse_platform_facts(text: str) -> dict:
+    """The ``platform-info`` mapping (LISA's PlatformInfo keys) of :data:`_PLATFORM_FACTS`'s output:
+    ``cpus-count``, ``cpu-capacities`` (``orig``; when every CPU has one), ``freq-domains`` and
+    ``freqs`` (when cpufreq has policies)."""
+    capacities: dict[int, int | None] = {}
+    domains, freqs = [], {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "capacity" and fields[1].isdigit():
+            capacities[int(fields[1])] = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
+        elif fields[:1] == ["policy"] and ":" in fields:
+            at = fields.index(":")
+            cpus = [int(c) for c in fields[1:at] if c.isdigit()]
+            opps = sorted(int(f) for f in fields[at + 1:] if f.isdigit())
+            if cpus:
+                domains.append(cpus)
+                freqs.update({cpu: opps for cpu in cpus if opps})
+    info: dict[str, Any] = {"cpus-count": len(capacities)}
+    if capacities and all(v is not None for v in capacities.values()):
+        info["cpu-capacities"] = {"orig": dict(sorted(capacities.items())), "writeable": False}
+    if domains:
+        info["freq-domains"] = sorted(domains)
+    if freqs:
+        info["freqs"] = dict(sorted(freqs.items()))
+    return info
+
+
+def lisa_platform_info(target) -> dict:
+    """What LISA's PlatformInfo would hold about ``target``'s CPUs, read from its sysfs in one
+    command (LISA's own probing of these keys needs its kernel module or sched_domain files):
+    see :func:`parse_platform_facts`. Campaign runs store it beside their trace (platform.yml)."""
+    return parse_platform_facts(_read(target, _PLATFORM_FACTS) or "")
 
 
 def llc_domains(target) -> list[str]:

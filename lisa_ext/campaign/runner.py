@@ -49,7 +49,9 @@ from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
-from lisa_ext.target import connect, kernel_provenance, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.target import (connect, kernel_provenance, lisa_platform_info, platform_provenance, tool_versions,
+                             tracefs_root)
+from lisa_ext.trace import PLATFORM_FILE
 
 __all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
 
@@ -159,6 +161,8 @@ class CampaignRunner:
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
         self._deployed_kernel: tuple[Path | None, object] = (None, None)
+        #: (kernel variant, LISA platform info read while it ran): capacities follow the kernel
+        self._platform_info: tuple[Path | None, dict | None] = (None, None)
         self._lock_fd: int | None = None
         self._target_lock_fd: int | None = None
 
@@ -331,6 +335,7 @@ class CampaignRunner:
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
                     meta["kernel"] = kernel_provenance(target)
+                    self._write_platform_info(variant, tmp)
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
@@ -371,6 +376,14 @@ class CampaignRunner:
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
+
+    def _write_platform_info(self, variant: VariantSpec, run_dir: Path) -> None:
+        """``platform.yml`` (LISA's PlatformInfo: capacities, frequency domains) beside the run's
+        trace, read once per deployed kernel: what analyses of asymmetric CPUs need."""
+        if self._platform_info[1] is None or self._platform_info[0] != variant.kernel:
+            self._platform_info = (variant.kernel, lisa_platform_info(self.target))
+        with open(run_dir / PLATFORM_FILE, "w", encoding="utf-8") as f:
+            YAML(typ="safe").dump({"platform-info": self._platform_info[1]}, f)
 
     def _traced_run(self, key: RunKey) -> bool:
         trace = self.spec.trace

@@ -19,6 +19,9 @@ number and timestamp) and, when both sides know it, the GNU build id read from
 ``/sys/kernel/notes``. A mismatch raises instead of letting a campaign measure
 the wrong kernel. The variant's runtime knobs are written and read back last.
 
+The variant is built for the target's architecture: the virtual board's (x86_64
+or arm64), ``uname -m`` of a Linux target, arm64 for Android.
+
 :func:`deploy_variant` returns a provenance dict that campaigns store beside
 their results.
 """
@@ -44,7 +47,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.kernel.build import build_variant
 from lisa_ext.knobs import KnobError, ShellKnobTarget, apply_knobs
 from lisa_ext.running_kernel import probe_running_kernel
-from lisa_ext.vboard.board import VirtualBoard
+from lisa_ext.vboard.board import VirtualBoard, board_for_target_conf
 from lisa_ext.vboard.rootfs import MODULES_LOAD_FILE, find_release_dir
 
 __all__ = [
@@ -140,10 +143,10 @@ def _load_target_conf(path: Path) -> Mapping[str, Any]:
     return {key: conf.get(key) for key in ("kind", "host", "port", "username", "keyfile", "device")}
 
 
-def _is_board_conf(path: Path) -> bool:
-    """``target-configs/vboard.yml`` or a copy of it (a target_conf named ``vboard``)."""
+def _conf_board(path: Path) -> VirtualBoard | None:
+    """The board ``target-configs/vboard.yml``, ``vboard-arm64.yml`` or a copy of them reaches."""
     data = YAML(typ="rt").load(Path(path).read_text()) or {}
-    return (data.get("target-conf") or {}).get("name") == "vboard"
+    return board_for_target_conf((data.get("target-conf") or {}).get("name"))
 
 
 def _connected_board(target: Any):
@@ -159,8 +162,38 @@ def _connected_board(target: Any):
 
 # -- build and checks ---------------------------------------------------------
 
-def _build(spec_path: Path):
-    return build_variant(spec_path, log=log.info)
+#: ``uname -m`` -> kernel architecture
+_MACHINES = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def _build(spec_path: Path, arch: str):
+    return build_variant(spec_path, log=log.info, arch=arch)
+
+
+def _target_arch(target: Any) -> str:
+    """The kernel architecture a variant must be built for to run on ``target``."""
+    if isinstance(target, VirtualBoard):
+        return target.arch
+    if isinstance(target, (str, os.PathLike)):
+        board = _conf_board(Path(target))
+        if board is not None:
+            return board.arch
+        conf = _load_target_conf(Path(target))
+        if conf.get("kind") == "android":
+            return "arm64"
+        machine = _SshShell(conf["host"], int(conf.get("port") or 22), conf.get("username") or "root",
+                            conf.get("keyfile")).run("uname -m", timeout=60).strip()
+    elif getattr(target, "os", None) == "android":
+        return "arm64"
+    else:
+        board = _connected_board(target)
+        if board is not None:
+            return board.arch
+        machine = _DevlibShell(target).run("uname -m", timeout=60).strip()
+    if machine not in _MACHINES:
+        raise DeployError(f"the target is a {machine!r} machine: lisa-ext builds kernels for "
+                          f"{', '.join(sorted(set(_MACHINES.values())))}")
+    return _MACHINES[machine]
 
 
 def _release_dir(artefacts) -> Path:
@@ -244,7 +277,8 @@ def _kexec(shell: _Shell, artefacts, cmdline: str, load: list[str],
     release = artefacts.release
     with tempfile.TemporaryDirectory(prefix="lisa-ext-kexec-") as tmp:
         shell.run(f"rm -rf {_REMOTE_DIR} && mkdir -p {_REMOTE_DIR}", timeout=60)
-        shell.push(Path(artefacts.bzimage), f"{_REMOTE_DIR}/bzImage")
+        image = f"{_REMOTE_DIR}/{Path(artefacts.image).name}"
+        shell.push(Path(artefacts.image), image)
         if getattr(artefacts, "modules_dir", None):
             tarball = _modules_tarball(artefacts, Path(tmp) / "modules.tar.gz", load)
             shell.push(tarball, f"{_REMOTE_DIR}/modules.tar.gz")
@@ -252,7 +286,7 @@ def _kexec(shell: _Shell, artefacts, cmdline: str, load: list[str],
             # A real directory replaces any link to the previous variant's modules disk.
             shell.run(f"rm -rf {target_dir} && mkdir -p {target_dir} && "
                       f"tar -xzf {_REMOTE_DIR}/modules.tar.gz -C {target_dir}", timeout=900)
-    image, quoted_cmdline = f"{_REMOTE_DIR}/bzImage", shlex.quote(cmdline)
+    quoted_cmdline = shlex.quote(cmdline)
     shell.run(f"kexec -s -l {image} --command-line={quoted_cmdline} "
               f"|| kexec -l {image} --command-line={quoted_cmdline}", timeout=300)
     # Detach kexec -e so this SSH command returns before the kernel is replaced.
@@ -283,9 +317,9 @@ def _wait_ssh_shell(shell: _Shell, old_boot_id: str, timeout: float = 600) -> No
 
 def _fastboot(artefacts, serial: str | None, cmdline: str) -> dict[str, str | None]:
     """``fastboot boot`` an mkbootimg image of the arm64 kernel. Untested here (no phone)."""
-    image = getattr(artefacts, "image_arm64", None)
-    if not image or not Path(image).is_file():
-        raise DeployError("fastboot needs the arm64 Image of the variant (build it with an aarch64 cross compiler)")
+    image = getattr(artefacts, "image", None)
+    if getattr(artefacts, "arch", "arm64") != "arm64" or not image or not Path(image).is_file():
+        raise DeployError("fastboot needs the arm64 Image of the variant (built for arm64)")
     adb = ["adb"] + (["-s", serial] if serial else [])
     fastboot = ["fastboot"] + (["-s", serial] if serial else [])
     with tempfile.TemporaryDirectory(prefix="lisa-ext-fastboot-") as tmp:
@@ -332,8 +366,9 @@ def deploy_artefacts(target: Any, artefacts, *, method: str = "auto", label: str
     reconnect = None
     if isinstance(target, (str, os.PathLike)):
         path = Path(target)
-        if _is_board_conf(path):
-            target = VirtualBoard()
+        board = _conf_board(path)
+        if board is not None:
+            target = board
         else:
             conf = _load_target_conf(path)
             if conf.get("kind") == "android":
@@ -350,25 +385,34 @@ def deploy_artefacts(target: Any, artefacts, *, method: str = "auto", label: str
     started = time.time()
     provenance: dict[str, Any] = {
         "variant": label,
-        "bzimage": str(artefacts.bzimage) if getattr(artefacts, "bzimage", None) else None,
+        "image": str(artefacts.image) if getattr(artefacts, "image", None) else None,
+        "arch": getattr(artefacts, "arch", None),
         "expected": expected,
         "modules_loaded_at_boot": load,
     }
 
     if isinstance(target, VirtualBoard):
         board = target
+        if getattr(artefacts, "arch", board.arch) != board.arch:
+            raise DeployError(f"the kernel was built for {artefacts.arch}, the board is {board.arch} "
+                              f"(lisa-ext vboard up --arch {artefacts.arch} boots the {artefacts.arch} board)")
         if method == "auto":
             method = "boot"
             if board.is_up() and _runs_already(board, expected, board.kernel_cmdline(variant_cmdline)):
                 method = "already-running"
+            elif board.is_up() and board.arch == "arm64":
+                # a running arm64 board gets its kernels as a real one does, by kexec over SSH
+                method = "kexec"
         if method == "already-running":
             shell = _BoardShell(board)
             running = _running_on_shell(shell)
         elif method == "boot":
             # A running board keeps its disk across the switch, as a real board's does.
-            board.up(Path(artefacts.bzimage), modules_dir=getattr(artefacts, "modules_dir", None),
+            dtbs = getattr(artefacts, "dtbs", None)
+            board.up(Path(artefacts.image), modules_dir=getattr(artefacts, "modules_dir", None),
                      release=artefacts.release, load=load, cmdline=variant_cmdline, label=label,
-                     fresh_rootfs=not board.is_up())
+                     fresh_rootfs=not board.is_up(),
+                     soc_dtb=Path(dtbs) / f"{board.settings.soc}.dtb" if dtbs else None)
             shell: _Shell = _BoardShell(board)
             running = _running_on_shell(shell)
         elif method == "kexec":
@@ -378,7 +422,7 @@ def deploy_artefacts(target: Any, artefacts, *, method: str = "auto", label: str
             cmdline = board.kernel_cmdline(variant_cmdline)
             running = _kexec(shell, artefacts, cmdline, load,
                              lambda old: board.wait_for_ssh(not_boot_id=old), "the virtual board")
-            board.record_deploy(kernel=Path(artefacts.bzimage), cmdline=cmdline, label=label, method="kexec")
+            board.record_deploy(kernel=Path(artefacts.image), cmdline=cmdline, label=label, method="kexec")
         else:
             raise DeployError(f"the virtual board deploys by boot or kexec, not {method}")
         where = "the virtual board"
@@ -427,7 +471,7 @@ def deploy_variant(target: Any, spec_path: str | os.PathLike, *, method: str = "
     for other Linux targets; fastboot for Android.
     """
     spec_path = Path(spec_path)
-    artefacts = _build(spec_path)
+    artefacts = _build(spec_path, _target_arch(target))
     label = str(getattr(artefacts, "name", "") or spec_path.stem)
     provenance = deploy_artefacts(target, artefacts, method=method, label=label)
     provenance["spec"] = str(spec_path)
