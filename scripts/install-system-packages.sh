@@ -14,6 +14,8 @@ PACKAGES=(
     # kernel variants and the virtual board
     linux-source-6.12 git bc flex bison libelf-dev libssl-dev cpio kmod ccache e2fsprogs
     qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
+    # the arm64 board: cross compiler, qemu-system-aarch64, dtc for the SoCs' device trees
+    gcc-aarch64-linux-gnu qemu-system-arm device-tree-compiler
     # Android targets (implemented, untested here)
     adb fastboot mkbootimg
     # headless browser: the JupyterLab test checks that exported bokeh pages draw

@@ -21,7 +21,8 @@ from lisa_ext.errors import UserError
 from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers
 from lisa_ext.stats import MeanKind, mean_of
 
-__all__ = ["EMPTY_CELL", "beside_rfc", "campaign_platform", "direction", "rows_from_metrics", "show_beside_rfc", "variant_table"]
+__all__ = ["EMPTY_CELL", "beside_rfc", "campaign_platform", "direction", "rows_from_metrics", "show_beside_rfc",
+           "styled", "variant_table"]
 
 #: how a cell neither side has prints: never "nan" or "n/a<unit>"
 EMPTY_CELL = "–"
@@ -29,6 +30,7 @@ EMPTY_CELL = "–"
 #: target config names of the platforms we know, as a cover letter names them
 _PLATFORM_NAMES = {
     "vboard": "virtual board (QEMU TCG, emulated idle states and OPPs)",
+    "vboard-arm64": "arm64 virtual board (QEMU TCG virt, RK3399 clusters, EAS, emulated OPPs)",
     "local-host": "this host",
 }
 
@@ -127,6 +129,12 @@ def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str
     frame = beside_rfc(study, table_id, ours)
     caption = (f"{table.title} — RFC: {table.hardware or numbers.hardware}; "
                f"ours: {platform}")
+    return styled(frame, caption)
+
+
+def styled(frame: pd.DataFrame, caption: str):
+    """A table as the study pages print them: empty cells as :data:`EMPTY_CELL`, three
+    significant digits, ``caption`` above."""
     return frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption)
 
 

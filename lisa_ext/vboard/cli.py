@@ -112,7 +112,8 @@ def _release_of(modules: Path) -> str:
 
 def _up(args: argparse.Namespace) -> int:
     _log_to_stderr()
-    board = _board(args)
+    # a kexec switches the running board, whatever it was booted as
+    board = VirtualBoard() if args.method == "kexec" else _board(args)
     if args.kernel is None:
         variant = args.variant or workbench_path(*DEFAULT_VARIANTS[board.arch])
         provenance = deploy_variant(board, variant, method=args.method)

@@ -294,12 +294,26 @@ def _install_host_key(stage: Path) -> None:
 
 
 def _extract_foreign(stage: Path) -> None:
-    """Unpack what ``debootstrap --foreign`` fetched but left packed (all but the ``required`` set)."""
+    """Unpack what ``debootstrap --foreign`` fetched but left packed (all but the ``required`` set).
+
+    Into the merged-/usr layout debootstrap made: ``tar --keep-directory-symlink``, since a plain
+    ``dpkg-deb -x`` would replace the ``/bin``, ``/lib`` and ``/sbin`` links with directories."""
     boot = stage / "debootstrap"
     paths = dict(line.split(" ", 1) for line in (boot / "debpaths").read_text().splitlines() if " " in line)
     for package in (boot / "base").read_text().split():
         deb = stage / paths[package].lstrip("/")
-        _run(["dpkg-deb", "-x", str(deb), str(stage)], what=f"dpkg-deb -x {deb.name}")
+        with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as unpack:
+            _run(["tar", "-x", "--keep-directory-symlink", "-C", str(stage)], what=f"unpacking {deb.name}",
+                 stdin=unpack.stdout)
+        if unpack.returncode:
+            raise UserError(f"dpkg-deb --fsys-tarfile {deb} failed with exit code {unpack.returncode}")
+    # debootstrap links /proc to the host's when it cannot mount it (in a container): the
+    # board mounts its own there
+    for mount_point in ("proc", "sys", "dev"):
+        path = stage / mount_point
+        if path.is_symlink():
+            path.unlink()
+        path.mkdir(exist_ok=True)
 
 
 def _write_accounts(stage: Path) -> None:
@@ -393,7 +407,7 @@ def ensure_rootfs(*, arch: str = "x86_64", mirror: str | None = None) -> Rootfs:
         if arch == "x86_64":
             stage_key = _digest(SUITE, "minbase", *ROOTFS_PACKAGES)
         else:
-            stage_key = _digest(SUITE, "minbase", "foreign", ARCHES[arch], *ARM64_ROOTFS_PACKAGES,
+            stage_key = _digest(SUITE, "minbase", "foreign-2", ARCHES[arch], *ARM64_ROOTFS_PACKAGES,
                                 _ARM64_SSHD_MAIN)
         stage = cache / f"debootstrap-{stage_key}"
         image_key = _digest(stage_key, _init_script(), _SSHD_CONFIG, public_key, pin.read_bytes())
