@@ -13,9 +13,9 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest
 
-# only the five studies at smoke size on the virtual board (make test runs them too; ~30 min)
+# only the studies at smoke size on the virtual boards (make test runs them too; ~40 min)
 test-studies: setup
-	$(BIN)/python -m pytest tests/test_studies_smoke.py
+	$(BIN)/python -m pytest tests/test_studies_smoke.py tests/test_studies_arm64.py
 
 setup: system-packages venv
 

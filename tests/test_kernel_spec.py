@@ -146,7 +146,7 @@ def test_arch_sections_resolve_per_architecture():
     # the same patches and cmdline on both boards; the board's config and emulation modules differ
     assert x86.patches == arm64.patches and x86.cmdline == arm64.cmdline
     assert [c.name for c in arm64.configs] == ["vboard-arm64.config"]
-    assert [m.name for m in arm64.modules] == ["lisa_emu_cpufreq"]
+    assert [m.name for m in arm64.modules] == ["lisa_emu_cpufreq", "lisa_sched_tp"]
     assert "lisa_emu_cpuidle" in [m.name for m in x86.modules]
     # the three teo-util variants still share one build on arm64
     assert len({(load_spec(p, arch="arm64").patches, load_spec(p, arch="arm64").configs)
@@ -155,3 +155,9 @@ def test_arch_sections_resolve_per_architecture():
     assert eas.arch == "arm64" and eas.arches == ("arm64",)
     with pytest.raises(SpecError, match=r"baseline.yml: x86_64: the variant is for arm64"):
         load_spec(KERNELS / "eas/baseline.yml", arch="x86_64")
+
+
+def test_the_arm64_studies_share_one_kernel_build():
+    eas = load_spec(KERNELS / "eas/baseline.yml")
+    teo = load_spec(KERNELS / "teo-util/teo.yml", arch="arm64")
+    assert (eas.patches, eas.configs) == (teo.patches, teo.configs)
