@@ -82,8 +82,11 @@ def _rk3399(artefacts) -> list[dict]:
 def test_eas_is_running(board):
     assert guest(board, "cat /proc/sys/kernel/sched_energy_aware").strip() == "1"
     # the scheduler saw asymmetric capacities: the domain spanning both clusters says so
-    flags = guest(board, "for d in /sys/kernel/debug/sched/domains/cpu0/domain*; do "
+    # the domains' debugfs files appear with the scheduler's verbose debug on
+    flags = guest(board, "echo Y > /sys/kernel/debug/sched/verbose; "
+                         "for d in /sys/kernel/debug/sched/domains/cpu0/domain*; do "
                          "echo $(cat $d/name) $(cat $d/flags); done").splitlines()
+    assert [line.split()[0] for line in flags] == ["MC", "PKG"], flags
     top = flags[-1].split()
     assert "SD_ASYM_CPUCAPACITY" in top and "SD_ASYM_CPUCAPACITY_FULL" in top, flags
     assert all("SD_ASYM_CPUCAPACITY" not in line.split() for line in flags[:-1]), flags
@@ -118,13 +121,14 @@ def test_capacities_clusters_idle_states_and_opps(board, artefacts):
     assert caps == want and want[0] == 381
     assert guest(board, f"cat {CPU}/cpu0/topology/cluster_cpus_list {CPU}/cpu3/topology/cluster_cpus_list"
                  ).split() == ["0-1", "2-3"]
-    assert guest(board, f"cat {CPU}/cpuidle/current_driver").strip() == "psci_idle"
+    # the device tree's states, as dt_init_idle_driver() builds them (not cpuidle-psci: docs/vboard.md)
+    assert guest(board, f"cat {CPU}/cpuidle/current_driver").strip() == "lisa_emu_cpuidle"
     states = guest(board, f"for s in {CPU}/cpu2/cpuidle/state*; do echo $(cat $s/name) $(cat $s/latency) "
                           f"$(cat $s/residency); done").splitlines()
     # rk3399-base.dtsi: cpu-sleep 120+250 us / 900 us, cluster-sleep 400+500 us / 2000 us
     assert states == ["WFI 1 1", "cpu-sleep 370 900", "cluster-sleep 900 2000"]
     deep = guest(board, f"cat {CPU}/cpu*/cpuidle/state[12]/usage").split()
-    assert sum(map(int, deep)) > 0, "no CPU ever entered a deep state (PSCI CPU_SUSPEND)"
+    assert sum(map(int, deep)) > 0, "no CPU ever entered a deep state"
     for policy, cpus, table in (("policy0", "0 1", little), ("policy2", "2 3", big)):
         out = guest(board, f"cd {CPU}/cpufreq/{policy} && cat scaling_driver scaling_governor related_cpus "
                            "scaling_available_frequencies").splitlines()

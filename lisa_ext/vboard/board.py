@@ -52,8 +52,14 @@ BASE_CMDLINE = (
     "panic=-1 loglevel=5 tsc=reliable"
 )
 #: The arm64 board's: the virt machine's PL011 console; its arch timer needs no help.
+#: ``initcall_blacklist=psci_idle_init``: under QEMU 7.2's TCG, a guest whose CPUs idle in PSCI
+#: CPU_SUSPEND (cpuidle-psci's deep states) stops taking timer interrupts (every CPU halted in the
+#: HVC, jiffies frozen, measured: the boot hangs when the driver registers), so cpuidle-psci is
+#: kept from initialising and lisa_emu_cpuidle (table=dt) registers the same device-tree states,
+#: entered with WFI.
 ARM64_BASE_CMDLINE = (
-    "console=ttyAMA0 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init panic=-1 loglevel=5"
+    "console=ttyAMA0 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init panic=-1 loglevel=5 "
+    "initcall_blacklist=psci_idle_init"
 )
 
 

@@ -11,8 +11,9 @@ as the kernel's own ``make dtbs`` does) and puts it on the tree QEMU generates f
 
 * ``cpu-map`` clusters and ``capacity-dmips-mhz`` (``drivers/base/arch_topology.c`` turns them
   into CPU capacities, scaled by each cluster's top OPP once cpufreq registers);
-* the idle states of each cluster (``arm,idle-state`` nodes read by ``drivers/cpuidle/cpuidle-psci.c``
-  through ``dt_idle_states.c``), whose latencies and residencies are the SoC's;
+* the idle states of each cluster (``arm,idle-state`` nodes, turned into cpuidle states by
+  ``drivers/cpuidle/dt_idle_states.c`` as cpuidle-psci does; on the board lisa_emu_cpuidle
+  registers them, docs/vboard.md says why), whose latencies and residencies are the SoC's;
 * the OPP table of each cluster (``operating-points-v2``: frequencies, voltages, clock latency)
   and ``dynamic-power-coefficient``, from which the platform-emulation cpufreq module builds its
   OPPs and the Energy Model, with the formula ``dev_pm_opp_calc_power()`` applies on the SoC;
