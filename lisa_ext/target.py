@@ -220,11 +220,12 @@ def parse_platform_facts(text: str) -> dict:
     return info
 
 
-def lisa_platform_info(target) -> dict:
-    """What LISA's PlatformInfo would hold about ``target``'s CPUs, read from its sysfs in one
-    command (LISA's own probing of these keys needs its kernel module or sched_domain files):
-    see :func:`parse_platform_facts`. Campaign runs store it beside their trace (platform.yml)."""
-    return parse_platform_facts(_read(target, _PLATFORM_FACTS) or "")
+def lisa_platform_info(target):
+    """A LISA ``PlatformInfo`` of ``target``'s CPUs, read from its sysfs in one command (LISA's own
+    probing of these keys needs its kernel module or sched_domain files): see
+    :func:`parse_platform_facts`. Campaign runs store it beside their trace (platform.yml)."""
+    platinfo = import_lisa("lisa.platforms.platinfo")
+    return platinfo.PlatformInfo(parse_platform_facts(_read(target, _PLATFORM_FACTS) or ""), src="target sysfs")
 
 
 def llc_domains(target) -> list[str]:

@@ -29,7 +29,7 @@ unknown and only the share over all wake-ups is given.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import holoviews as hv
 import numpy as np
@@ -46,7 +46,10 @@ requires_events = _trace.requires_events
 requires_one_event_of = _trace.requires_one_event_of
 
 __all__ = ["CapacityPlacementAnalysis", "MIGRATION_COLUMNS", "OVERUTILIZED_EVENT", "RUNTIME_COLUMNS",
-           "WAKEUP_COLUMNS", "class_names"]
+           "SUMMARY_COLUMNS", "WAKEUP_COLUMNS", "class_names"]
+
+#: a comm prefix, or several: which tasks a figure is about (None: every task)
+Comm = Union[str, tuple[str, ...], None]
 
 #: the event of kernels/platform-emu/lisa_sched_tp.c (system lisa_ext)
 OVERUTILIZED_EVENT = "sched_overutilized"
@@ -56,6 +59,9 @@ RUNTIME_COLUMNS = ("pid", "comm", "group", "runtime_s", "share")
 MIGRATION_COLUMNS = ("pid", "comm", "up", "down", "switch_ins")
 #: Columns of :meth:`CapacityPlacementAnalysis.df_wakeup_placement`.
 WAKEUP_COLUMNS = ("time", "pid", "comm", "cpu", "class", "cluster", "overutilized")
+#: Columns of :meth:`CapacityPlacementAnalysis.df_placement_summary`.
+SUMMARY_COLUMNS = ("runtime_s", "runtime_little_pct", "class_migrations_per_s", "wakeups", "wakeups_little_pct",
+                   "wakeups_not_overutilized", "wakeups_little_not_overutilized_pct", "overutilized_pct")
 
 
 def class_names(capacities: dict[int, int]) -> dict[int, str]:
@@ -142,7 +148,7 @@ class CapacityPlacementAnalysis(StudyAnalysis):
         return runs.sort_values("start", kind="stable").groupby("pid")["comm"].last()
 
     def df_task_runtime(self, by: str = "class", platform: Platform | None = None,
-                        comm: str | None = None) -> pd.DataFrame:
+                        comm: Comm = None) -> pd.DataFrame:
         """Runtime of each task per capacity class (``by="class"``) or cluster (``"cluster"``):
         :data:`RUNTIME_COLUMNS`, ``group`` the class or cluster, ``share`` its part of the task's
         runtime (0-1). Tasks whose comm does not start with ``comm`` are left out."""
@@ -158,10 +164,10 @@ class CapacityPlacementAnalysis(StudyAnalysis):
         out["share"] = out["runtime_s"] / out.groupby("pid")["runtime_s"].transform("sum")
         out.insert(1, "comm", out["pid"].map(comms))
         if comm:
-            out = out[out["comm"].str.startswith(comm)]
+            out = out[out["comm"].str.startswith(_prefixes(comm))]
         return out[list(RUNTIME_COLUMNS)].reset_index(drop=True)
 
-    def df_class_migrations(self, platform: Platform | None = None, comm: str | None = None) -> pd.DataFrame:
+    def df_class_migrations(self, platform: Platform | None = None, comm: Comm = None) -> pd.DataFrame:
         """Per task, switch-ins on a CPU of another class than its previous one: ``up`` (to a
         higher capacity), ``down``, and ``switch_ins`` (all of them): :data:`MIGRATION_COLUMNS`."""
         cpu_class, _, rank = self._cpu_maps(platform)
@@ -176,7 +182,7 @@ class CapacityPlacementAnalysis(StudyAnalysis):
                             "switch_ins": 1}).groupby("pid", sort=True).sum().reset_index()
         out.insert(1, "comm", out["pid"].map(comms))
         if comm:
-            out = out[out["comm"].str.startswith(comm)]
+            out = out[out["comm"].str.startswith(_prefixes(comm))]
         return out.astype({"up": "int64", "down": "int64", "switch_ins": "int64"})[list(MIGRATION_COLUMNS)] \
             .reset_index(drop=True)
 
@@ -191,7 +197,7 @@ class CapacityPlacementAnalysis(StudyAnalysis):
         return pd.DataFrame({"time": event_times(df), "overutilized": int_column(df, "overutilized")})
 
     @requires_one_event_of("sched_wakeup", "sched_wakeup_new")
-    def df_wakeup_placement(self, platform: Platform | None = None, comm: str | None = None) -> pd.DataFrame:
+    def df_wakeup_placement(self, platform: Platform | None = None, comm: Comm = None) -> pd.DataFrame:
         """Every wake-up (and new task's first one): :data:`WAKEUP_COLUMNS`, ``cpu`` the CPU it
         is enqueued on, ``overutilized`` 1/0 at that moment, or NaN when unknown."""
         cpu_class, cpu_cluster, _ = self._cpu_maps(platform)
@@ -204,7 +210,7 @@ class CapacityPlacementAnalysis(StudyAnalysis):
                                             "cpu": int_column(df, "target_cpu")}))
         wakeups = pd.concat(frames, ignore_index=True).sort_values("time", kind="stable").reset_index(drop=True)
         if comm:
-            wakeups = wakeups[wakeups["comm"].str.startswith(comm)].reset_index(drop=True)
+            wakeups = wakeups[wakeups["comm"].str.startswith(_prefixes(comm))].reset_index(drop=True)
         cpus = wakeups["cpu"].to_numpy()
         wakeups["class"] = self._lookup(cpu_class, cpus, "class")
         wakeups["cluster"] = self._lookup(cpu_cluster, cpus, "cluster")
@@ -214,19 +220,55 @@ class CapacityPlacementAnalysis(StudyAnalysis):
         wakeups["overutilized"] = np.where(at >= 0, state[np.maximum(at, 0)] if len(state) else np.nan, np.nan)
         return wakeups[list(WAKEUP_COLUMNS)]
 
-    def overutilized_share(self) -> float:
-        """Share (0-1) of the time from the first overutilized update to the trace's end spent
-        overutilized; NaN without updates."""
+    def overutilized_share(self, window: tuple[float, float] | None = None) -> float:
+        """Share (0-1) of ``window`` (default: from the first overutilized update to the trace's end)
+        spent overutilized, the state before the window's start set by the update before it; NaN
+        where the state is unknown (no update before the window, or none at all)."""
         ou = self.df_overutilized()
         if ou.empty:
             return float("nan")
-        t = np.append(ou["time"].to_numpy(), float(self.trace.end))
-        held = np.diff(t)
-        return float((held * ou["overutilized"].to_numpy()).sum() / held.sum()) if held.sum() > 0 else float("nan")
+        times, states = ou["time"].to_numpy(), ou["overutilized"].to_numpy()
+        start, end = window or (float(times[0]), float(self.trace.end))
+        first = np.searchsorted(times, start, side="right") - 1
+        if first < 0 or end <= start:
+            return float("nan")
+        inside = (times > start) & (times < end)
+        bounds = np.concatenate([[start], times[inside], [end]])
+        held = np.diff(bounds)
+        values = np.concatenate([[states[first]], states[inside]])
+        return float((held * values).sum() / held.sum())
+
+    def df_placement_summary(self, platform: Platform | None = None, comm: Comm = None) -> pd.DataFrame:
+        """One row of figures about the tasks ``comm`` selects, over their own window (their
+        first to last switch-in): :data:`SUMMARY_COLUMNS`, runtime and its share on the little
+        class, class migrations per second, wake-ups and their share on little CPUs, those made
+        while not overutilized and their share on little CPUs (EAS's own placements), and the
+        share of the window spent overutilized (NaN where the state is unknown: EAS off)."""
+        runtime = self.df_task_runtime("class", platform, comm)
+        total = runtime["runtime_s"].sum()
+        little = runtime.loc[runtime["group"] == "little", "runtime_s"].sum()
+        runs = self.df_runs()
+        runs = runs[runs["comm"].str.startswith(_prefixes(comm))] if comm else runs
+        window = (float(runs["start"].min()), float(runs["start"].max())) if len(runs) else None
+        span = window[1] - window[0] if window else float("nan")
+        moves = self.df_class_migrations(platform, comm)
+        wake = self.df_wakeup_placement(platform, comm)
+        shares = _wakeup_shares(wake)
+        known = not self.df_overutilized().empty  # no update at all: EAS off, the state is unknown
+        return pd.DataFrame([{
+            "runtime_s": float(total),
+            "runtime_little_pct": 100 * little / total if total else float("nan"),
+            "class_migrations_per_s": float(moves[["up", "down"]].sum().sum()) / span if span else float("nan"),
+            "wakeups": shares["count"],
+            "wakeups_little_pct": 100 * shares["little_share"],
+            "wakeups_not_overutilized": shares["known_not_overutilized"] if known else float("nan"),
+            "wakeups_little_not_overutilized_pct": 100 * shares["little_share_not_overutilized"],
+            "overutilized_pct": 100 * self.overutilized_share(window) if window else float("nan"),
+        }], columns=list(SUMMARY_COLUMNS))
 
     # -- summaries ----------------------------------------------------------------------
 
-    def summary(self, platform: Platform | None = None, comm: str | None = None) -> dict[str, Any]:
+    def summary(self, platform: Platform | None = None, comm: Comm = None) -> dict[str, Any]:
         """``classes`` (CPUs per class), per task runtime share per class and cluster,
         class migrations, and the wake-up placement shares."""
         plat = self.platform(platform)
@@ -248,7 +290,7 @@ class CapacityPlacementAnalysis(StudyAnalysis):
             "overutilized_time_share": self.overutilized_share(),
         }
 
-    def summary_tables(self, platform: Platform | None = None, comm: str | None = None
+    def summary_tables(self, platform: Platform | None = None, comm: Comm = None
                        ) -> list[tuple[str, pd.DataFrame]]:
         by_class = self.df_task_runtime("class", platform, comm)
         shares = by_class.pivot_table(index=["pid", "comm"], columns="group", values="share", fill_value=0.0)
@@ -290,12 +332,16 @@ class CapacityPlacementAnalysis(StudyAnalysis):
             return {}
         return {"class_runtime": self.df_task_runtime("class")}
 
-    def plot_class_runtime(self, platform: Platform | None = None, comm: str | None = None) -> hv.Bars:
+    def plot_class_runtime(self, platform: Platform | None = None, comm: Comm = None) -> hv.Bars:
         """Runtime (s) of each task per capacity class, stacked."""
         df = self.df_task_runtime("class", platform, comm)
         df = df.assign(task=df["comm"] + "/" + df["pid"].astype(str))
         return hv.Bars(df, kdims=["task", "group"], vdims="runtime_s").opts(
             stacked=True, title="runtime per capacity class", ylabel="s", xrotation=45)
+
+
+def _prefixes(comm: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (comm,) if isinstance(comm, str) else tuple(comm)
 
 
 def _wakeup_shares(wake: pd.DataFrame) -> dict[str, Any]:

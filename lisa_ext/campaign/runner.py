@@ -161,8 +161,8 @@ class CampaignRunner:
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
         self._deployed_kernel: tuple[Path | None, object] = (None, None)
-        #: (kernel variant, LISA platform info read while it ran): capacities follow the kernel
-        self._platform_info: tuple[Path | None, dict | None] = (None, None)
+        #: (kernel variant, LISA PlatformInfo read while it ran): capacities follow the kernel
+        self._platform_info: tuple[Path | None, object] = (None, None)
         self._lock_fd: int | None = None
         self._target_lock_fd: int | None = None
 
@@ -382,8 +382,7 @@ class CampaignRunner:
         trace, read once per deployed kernel: what analyses of asymmetric CPUs need."""
         if self._platform_info[1] is None or self._platform_info[0] != variant.kernel:
             self._platform_info = (variant.kernel, lisa_platform_info(self.target))
-        with open(run_dir / PLATFORM_FILE, "w", encoding="utf-8") as f:
-            YAML(typ="safe").dump({"platform-info": self._platform_info[1]}, f)
+        self._platform_info[1].to_yaml_map(str(run_dir / PLATFORM_FILE))
 
     def _traced_run(self, key: RunKey) -> bool:
         trace = self.spec.trace

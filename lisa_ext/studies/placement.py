@@ -26,14 +26,15 @@ CLASS_SHARE_COLUMNS = ("variant", "task", "class", "runtime_s", "pct")
 
 
 def is_asymmetric(campaign_dir: str | os.PathLike) -> bool:
-    """Whether the campaign's runs recorded CPUs of more than one capacity (their platform.yml)."""
+    """Whether the campaign's runs recorded CPUs of more than one capacity (their platform.yml,
+    LISA's PlatformInfo as ``to_yaml_map`` writes it)."""
     from ruamel.yaml import YAML
 
     for run in read_campaign(Path(campaign_dir)).ok_runs:
         path = run.path / PLATFORM_FILE
         if path.is_file():
-            info = (YAML(typ="safe").load(path.read_text()) or {}).get("platform-info") or {}
-            capacities = (info.get("cpu-capacities") or {}).get("orig") or {}
+            conf = ((YAML(typ="safe").load(path.read_text()) or {}).get("platform-info") or {}).get("conf") or {}
+            capacities = (conf.get("cpu-capacities") or {}).get("orig") or {}
             return len(set(capacities.values())) > 1
     return False
 
