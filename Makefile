@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-studies setup system-packages venv bench bench-kernel lab lock clean
+.PHONY: run test test-studies setup system-packages venv bench bench-kernel fuzz lab lock clean
 
 run: setup
 	$(BIN)/lisa-ext quickstart
@@ -37,10 +37,17 @@ bench: setup
 	$(BIN)/python bench/analyses.py
 	$(BIN)/python bench/report.py
 	$(BIN)/python bench/explore.py
+	$(BIN)/python bench/dask_campaign.py
 
 bench-kernel: setup
 	$(BIN)/python bench/kernel_rebuild.py
 	$(BIN)/python bench/vboard.py
+
+# fuzz the trace readers under AddressSanitizer + UBSan for FUZZ_SECONDS (tests/fuzz/run.py): findings and
+# cases/s in out/fuzz/summary.txt; FUZZ_ARGS=--refresh-corpus rewrites tests/fuzz_corpus/ from the new inputs
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	nice -n 10 $(BIN)/python tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
 
 # JupyterLab on notebooks/ with this venv registered as the "lisa-ext" kernel the notebooks
 # name; listens on 127.0.0.1 only (LAB_PORT=8888 by default) and prints its token URL

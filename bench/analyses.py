@@ -5,9 +5,14 @@ analyses read (the loader converts lazily, on first use); it is printed on its
 own: the first time (decoding the trace.dat or reading its parquet cache) and
 again on a fresh Trace. Then each analysis runs on that Trace, computing
 exactly what ``lisa-ext analyse NAME TRACE --json`` does, REPEAT times on fresh
-Traces; medians are printed. Goal: the four together <= 2 s after ingest.
+Traces; medians are printed. An analysis whose events the trace lacks (on the
+default trace, wakeup-frequency: no ``cpu_frequency``) is listed as skipped, with
+the events it needs. Goal: the four study analyses together <= 2 s after ingest.
 
-    .venv/bin/python bench/analyses.py [TRACE] [--repeat N]
+    .venv/bin/python bench/analyses.py [TRACE] [--repeat N] [--smoke]
+
+``--smoke``: the committed sample's small trace, one repeat, no goal checked
+(``make test`` runs it so that the benchmark cannot rot).
 """
 
 from __future__ import annotations
@@ -23,13 +28,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared/bench/mixed_6M_v7.dat"
+SMOKE_TRACE = REPO / "data/samples/wq-affinity/runs/cache/fio-randread/0/trace.dat"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace", nargs="?", default=str(DEFAULT_TRACE))
+    parser.add_argument("trace", nargs="?")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true",
+                        help="small trace, one repeat, no goal checked")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 1
+    args.trace = args.trace or str(SMOKE_TRACE if args.smoke else DEFAULT_TRACE)
+    if not Path(args.trace).is_file():
+        print(f"{args.trace}: no such trace", file=sys.stderr)
+        return 2
     warnings.simplefilter("ignore")
 
     import lisa_ext.analysis  # noqa: F401  registers the analyses
@@ -68,6 +82,7 @@ def main() -> int:
     # trace comes from a host with neither cpufreq nor cpuidle states
     names = [n for n in NAMES if n != "energy"]
     per_name: dict[str, list[float]] = {n: [] for n in names}
+    skipped: dict[str, str] = {}
     cpu_totals: list[float] = []
     totals, reloads = [], []
     for _ in range(args.repeat):
@@ -77,9 +92,17 @@ def main() -> int:
         total = 0.0
         cpu0 = time.process_time()
         for name in names:
+            if name in skipped:
+                continue
             ns = sub.choices["analyse"].parse_args([name, args.trace, *extra.get(name, [])])
             t0 = time.perf_counter()
-            run_analysis(name, trace, ns)
+            try:
+                run_analysis(name, trace, ns)
+            except Exception as exc:  # LISA's MissingTraceEventError: the trace cannot feed it
+                if type(exc).__name__ != "MissingTraceEventError":
+                    raise
+                skipped[name] = str(exc).split(". Available")[0]
+                continue
             took = time.perf_counter() - t0
             per_name[name].append(took)
             total += took
@@ -87,13 +110,18 @@ def main() -> int:
         cpu_totals.append(time.process_time() - cpu0)
     print(f"ingest on a fresh Trace: median {statistics.median(reloads):.2f} s")
     for name in names:
+        if name in skipped:
+            print(f"{name:16s} skipped: {skipped[name]}")
+            continue
         print(f"{name:16s} median {statistics.median(per_name[name]):.3f} s  (runs: {', '.join(f'{x:.3f}' for x in per_name[name])})")
-    print(f"four analyses, CPU time of this process: median {statistics.median(cpu_totals):.2f} s "
+    ran = len(names) - len(skipped)
+    print(f"{ran} analyses, CPU time of this process: median {statistics.median(cpu_totals):.2f} s "
           "(less sensitive than wall time to other jobs on the machine)")
     if hasattr(os, "getloadavg"):
         print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     total = statistics.median(totals)
-    print(f"four analyses after ingest: median {total:.2f} s (goal <= 2 s: {'met' if total <= 2 else 'NOT met'})")
+    verdict = "" if args.smoke else f" (goal <= 2 s: {'met' if total <= 2 else 'NOT met'})"
+    print(f"{ran} analyses after ingest: median {total:.2f} s{verdict}")
     return 0
 
 

@@ -19,9 +19,14 @@ the task: the per-run cost of a campaign analysed for the first time. With
 filled before timing: the cost of re-analysing. Either way each cluster is
 started and its workers have imported LISA before timing; the cost of a cold
 one-off ``--scheduler local`` (start, imports, conversion) is printed
-separately. Run::
+separately. The load average is printed before and after. Run::
 
-    .venv/bin/python bench/dask_campaign.py [--runs 20] [--repeat 3]
+    .venv/bin/python bench/dask_campaign.py [--runs 20] [--repeat 3] [--workers 1,2] [--smoke]
+
+``--workers 1,2,4`` adds a 4-worker cluster (local processes: on 2 cores it shows the
+overhead, not what 4 machines would give; see docs/dask.md). ``--smoke`` (what ``make
+test`` runs so that the benchmark cannot rot): 2 runs of the committed sample's small
+trace, one repeat, no serial or cold timing.
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ from functools import partial
 from pathlib import Path
 
 from lisa_ext.trace.cluster import SERIAL, map_traces
-from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult, write_json
+from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult
 from lisa_ext.report.traces import collect_file
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO.parent / "shared" / "traces" / "local" / "fio_randread_2cpu_v7.dat"
+SMOKE_TRACE = REPO / "data" / "samples" / "wq-affinity" / "runs" / "cache" / "fio-randread" / "0" / "trace.dat"
 #: events in TRACE (``trace-cmd report`` line count, from the shared traces' MANIFEST.md)
 TRACE_EVENTS = 1_239_576
 
@@ -53,13 +59,11 @@ def make_campaign(root: Path, trace: Path, runs: int) -> list[Path]:
     paths = []
     for i in range(runs):
         key = RunKey("variant-a" if i % 2 == 0 else "variant-b", "fio-randread", i // 2)
-        tmp = store.new_tmp_run_dir(key)
+        tmp = store.scratch(key)
         (tmp / "trace.dat").symlink_to(trace.resolve())
-        write_json(tmp / "meta.json", {"bench": {"trace_source": str(trace.resolve())}})
-        write_json(tmp / "result.json",
-                   RunResult("dask-bench", key.variant, key.workload, key.iteration, "ok", None,
-                             []).to_json())
-        paths.append(store.commit_run(tmp, key) / "trace.dat")
+        result = RunResult("dask-bench", key.variant, key.workload, key.iteration, "ok", None, [])
+        paths.append(store.publish(key, {"bench": {"trace_source": str(trace.resolve())}}, result, tmp)
+                     / "trace.dat")
     return paths
 
 
@@ -102,7 +106,16 @@ def main() -> int:
                              "trace afresh, as for a campaign analysed the first time)")
     parser.add_argument("--no-serial", dest="serial", action="store_false",
                         help="skip the in-process timing")
+    parser.add_argument("--workers", default="1,2",
+                        help="cluster sizes to time, comma separated (default 1,2)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 runs of a small trace, one repeat, no serial or cold timing")
     args = parser.parse_args()
+    sizes = [int(n) for n in args.workers.split(",") if n]
+    if args.smoke:
+        args.runs, args.repeat, args.serial, sizes = 2, 1, False, [1]
+        if args.trace == TRACE:
+            args.trace = SMOKE_TRACE
     if not args.trace.is_file():
         sys.exit(f"{args.trace}: no such trace")
     from distributed import Client, LocalCluster
@@ -113,14 +126,16 @@ def main() -> int:
         print(f"campaign {root}: {len(paths)} runs -> {args.trace} "
               f"({args.trace.stat().st_size / 1e6:.1f} MB, {TRACE_EVENTS / 1e6:.2f} M events "
               f"when it is the default trace); {os.cpu_count()} CPUs")
-        _own_cache(str(paths[0]), str(root / "cache"))
-        reference = map_traces(collect_file, paths[:1], scheduler=SERIAL)
-        print(f"per run: {len(reference[0][0].metrics)} metrics, frames "
-              + ", ".join(f"{k} {len(v)}" for k, v in reference[0][0].frames.items()))
+        if not args.smoke:
+            _own_cache(str(paths[0]), str(root / "cache"))
+            reference = map_traces(collect_file, paths[:1], scheduler=SERIAL)
+            print(f"per run: {len(reference[0][0].metrics)} metrics, frames "
+                  + ", ".join(f"{k} {len(v)}" for k, v in reference[0][0].frames.items()))
         task = collect_file if args.warm else partial(cold_collect, cache_root=str(root / "cache"))
         print("trace cache:", "warm, one per process" if args.warm else "fresh for every run")
+        print(f"load average before: {os.getloadavg()[0]:.1f}")
         medians = {}
-        for workers in (1, 2):
+        for workers in sizes:
             with LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
                               dashboard_address=None) as cluster, Client(cluster) as client:
                 client.run(_own_cache, str(paths[0]), str(root / "cache"))
@@ -130,7 +145,12 @@ def main() -> int:
             print(f"{workers} worker{'s' if workers > 1 else ''}: median {medians[workers]:.1f} s "
                   f"({', '.join(f'{t:.1f}' for t in times)}), "
                   f"{len(paths) / medians[workers]:.2f} runs/s")
-        print(f"speed-up 2 workers vs 1: {medians[1] / medians[2]:.2f}x")
+        for workers in sizes[1:]:
+            print(f"speed-up {workers} workers vs {sizes[0]}: "
+                  f"{medians[sizes[0]] / medians[workers]:.2f}x")
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
+        if args.smoke:
+            return 0
         if args.serial:
             serial, times = _time(lambda: map_traces(task, paths, scheduler=SERIAL), 1)
             print(f"serial in this process: {serial:.1f} s")

@@ -9,7 +9,9 @@ a few fresh processes of:
 
 Wall time and CPU time of the process are both printed: on a shared machine
 the CPU time is the steadier figure. Each measurement runs in a new interpreter so no in-process memo helps, and
-each cold run gets an empty cache directory. Run: ``.venv/bin/python bench/trace_load.py``.
+each cold run gets an empty cache directory. Run: ``.venv/bin/python bench/trace_load.py [TRACE ...]
+[--smoke]``; ``--smoke`` (what ``make test`` runs so that the benchmark cannot rot): LISA's small
+sched_load_trace.dat, Arrow tables only (no LISA import), one run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 TRACES = [SHARED / "bench" / "mixed_6M_v7.dat", SHARED / "traces" / "public" / "catapult" / "android_systrace.html"]
+SMOKE_TRACE = SHARED / "traces" / "public" / "lisa" / "sched_load_trace.dat"
 RUNS = 3
 
 _CHILD = r"""
@@ -66,13 +69,19 @@ def _run(what: str, path: Path, cache: str) -> dict:
 
 
 def main() -> int:
-    paths = [Path(p) for p in sys.argv[1:]] or TRACES  # default: the two traces above
+    global RUNS
+    args = sys.argv[1:]
+    smoke = "--smoke" in args
+    paths = [Path(p) for p in args if p != "--smoke"] or ([SMOKE_TRACE] if smoke else TRACES)
+    whats = ("read",) if smoke else ("read", "lisa")
+    if smoke:
+        RUNS = 1
     for path in paths:
         if not path.is_file():
             print(f"{path}: missing, skipped")
             continue
         print(f"{path.name} ({path.stat().st_size / 1e6:.1f} MB)")
-        for what in ("read", "lisa"):
+        for what in whats:
             cold, warm, imports, cold_cpu, warm_cpu = [], [], [], [], []
             for _ in range(RUNS):
                 with tempfile.TemporaryDirectory(prefix="lisa-ext-bench-") as cache:

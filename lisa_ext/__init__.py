@@ -17,10 +17,10 @@ that do not import each other)::
     analysis             # the registered LISA analyses (trace.ana.<name>)
     campaign             # spec -> runner -> store; see lisa_ext.campaign
     kernel               # kernel variants: build and deploy
-    target               # target configs and connections
+    target               # target configs, the target protocol and its implementations
     vboard               # the QEMU virtual board
     trace                # ingest: trace.dat / text / systrace -> Arrow tables
-    energy_model | hostkeys | knobs | rfc_numbers | running_kernel
+    energy_model | knobs | rfc_numbers | running_kernel | ssh | staged_modules
     compat | schema | workbench
     lisa_hook            # makes a plain `import lisa` work; runs at start-up
     errors
@@ -28,11 +28,18 @@ that do not import each other)::
 Command modules sit on top although most live inside the package they drive
 (``lisa_ext.stats.cli`` may use the report's table renderers, ``lisa_ext.vboard.cli``
 the kernel deploy); only :mod:`lisa_ext.cli` imports them, lazily. Inside
-:mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > spec >
+:mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > session | spec >
 cpu_util | meters | tools | tracing | workloads > health | remote | requirements | storage | trace_loss >
 store``; the runner
 writes the store, the report, stats and studies read it through
-:mod:`lisa_ext.campaign.store`.
+:mod:`lisa_ext.campaign.store`. Inside :mod:`lisa_ext.trace`: ``cli > lisa_parser > read | strip >
+cache | systrace | tracedat > bprint | perfetto | text | tracedat_format > cluster | tables``.
+
+No module imports by name (``importlib.import_module``, ``'module:function'`` strings) across
+these layers, and the import graph has no cycle (``tests/test_layers.py`` checks both). The one
+registration by name is declared: :mod:`lisa_ext.analysis.registry` is the entry point
+``lisa_ext.trace_analyses`` that :mod:`lisa_ext.lisa_hook` loads when LISA builds ``trace.ana``.
+docs/architecture.md draws the whole house.
 
 Importing :mod:`lisa_ext` itself is cheap and has no side effects. LISA is
 imported plainly or through :func:`lisa_ext.compat.import_lisa`; either way

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "study": ("lisa_ext.study", "run a study (campaign + report + notebook)"),
     "kernel": ("lisa_ext.kernel.cli", "check and build kernel variants"),
     "vboard": ("lisa_ext.vboard.cli", "manage the QEMU virtual board"),
+    "target": ("lisa_ext.target.cli", "check target configs and pin SSH host keys"),
 }
 
 

@@ -57,6 +57,7 @@ def apply() -> None:
     if _applied:
         return
     lisa_hook.shim_numpy_aliases()
+    lisa_hook.skip_iri_format_checker()
     lisa_hook.install()
     importlib.import_module("lisa")
     lisa_hook.relax_lisa_warning_filter()

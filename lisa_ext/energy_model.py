@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lisa_ext.errors import SpecError, UserError
+from lisa_ext.schema import read_text
 
 __all__ = ["ClusterModel", "EnergyModel", "load_model", "model_from_dict", "model_from_target",
            "parse_target_dump", "target_dump_command"]
@@ -123,13 +124,16 @@ def model_from_dict(data: Any, source: str = "<model>") -> EnergyModel:
 def load_model(path: str | os.PathLike) -> EnergyModel:
     """An :class:`EnergyModel` from a JSON model file."""
     path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: no such energy model file")
+    text = read_text(path, "energy model")  # bounded, UTF-8
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such energy model file") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(path, f"line {exc.lineno}", f"not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise SpecError(path, "top level", "not an energy model: lists and objects nested thousands "
+                        "deep") from None
     return model_from_dict(data, path)
 
 

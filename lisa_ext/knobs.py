@@ -4,8 +4,8 @@ The one implementation of knobs (spec check, glob expansion, write, read-back,
 revert), at the target layer: the campaign runner applies a variant's knobs
 around each run and reverts them (:func:`applied_knobs`); a kernel deploy
 applies its variant's knobs for the whole boot (:func:`apply_knobs`). Both
-work on a devlib-style target (``read_value``, ``execute``, ``file_exists``);
-:class:`ShellKnobTarget` gives that to a bare shell (the deploy's).
+need only devlib's ``execute`` of the target (:class:`lisa_ext.target.Target`
+or a LISA target): every read and write is one shell command run as root.
 
 A knob path may be a shell glob (``/sys/devices/system/cpu/cpufreq/policy*/scaling_governor``):
 every match gets the value, and a glob matching nothing is an error.
@@ -26,18 +26,33 @@ state (``NO_UTIL_EST``), and reads back as that flag's current token.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import math
 import re
 import shlex
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-__all__ = ["KnobError", "KnobRevertError", "ShellKnobTarget", "active_value", "applied_knobs",
-           "apply_knobs", "check_knobs", "choices", "expand_knobs", "knob_problem", "read_knob",
-           "read_knobs", "revert_knobs", "write_knob"]
+__all__ = ["KnobError", "KnobRevertError", "active_value", "applied_knobs", "apply_knobs", "check_knobs",
+           "choices", "executing_file", "expand_knobs", "knob_problem", "read_knob", "read_knobs",
+           "revert_knobs", "write_knob"]
 
 _GLOB_CHARS = "*?["
 #: what a knob path may hold: a glob is expanded by the target's shell, unquoted, so no
 #: character that shell would read as anything but a file name or a glob
-_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+$")
+_PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+\Z")
+
+#: a sysfs attribute's store() gets at most one page
+_VALUE_MAX = 4096
+#: files whose value the kernel runs as a program, or that register one: a knob there would run
+#: a command as root on the target (Documentation/admin-guide/sysctl/kernel.rst: core_pattern
+#: "|program", modprobe, hotplug, poweroff_cmd, usermodehelper; binfmt_misc; uevent_helper)
+_EXECUTING_FILES = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sys/kernel/hotplug",
+                    "/proc/sys/kernel/poweroff_cmd", "/proc/sys/kernel/usermodehelper/bset",
+                    "/proc/sys/kernel/usermodehelper/inheritable", "/proc/sys/fs/binfmt_misc/register",
+                    "/sys/kernel/uevent_helper")
+#: under /proc, only sysctls and IRQ settings are knobs: /proc/<pid>/mem is another process's
+#: memory, /proc/sysrq-trigger crashes or reboots
+_PROC_KNOB = re.compile(r"/proc/(sys|irq)/")
 
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
 _FLAG = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -51,11 +66,23 @@ class KnobRevertError(KnobError):
     """A knob could not be restored: the target is left in a modified state."""
 
 
+def executing_file(path: str) -> bool:
+    """Whether writing ``path``, or a file the glob ``path`` may match, makes the kernel run a
+    program or reach another process (see :data:`_EXECUTING_FILES`, :data:`_PROC_KNOB`)."""
+    if path.startswith("/proc/") and not _PROC_KNOB.match(path):
+        return True
+    if path.startswith("/proc/sys/fs/binfmt_misc"):
+        return True
+    # fnmatch's * also matches '/': a glob is refused when it could reach such a file at all
+    return any(fnmatch.fnmatchcase(f, path) for f in _EXECUTING_FILES)
+
+
 def knob_problem(path: Any, value: Any) -> str | None:
     """What is wrong with one knob of a spec (campaign or kernel variant), or None.
 
-    A knob is an absolute path under ``/sys/`` or ``/proc/`` (globs allowed,
-    ``..`` not) and a string or number value.
+    A knob is an absolute path under ``/sys/`` or ``/proc/sys/``, ``/proc/irq/`` (globs
+    allowed, ``..`` not; never a file the kernel runs a program from) and a string or
+    number value.
     """
     if not isinstance(path, str) or not re.match(r"^/(sys|proc)/", path):
         return (f"knob {path!r} must be an absolute path under /sys or /proc, "
@@ -65,26 +92,24 @@ def knob_problem(path: Any, value: Any) -> str | None:
     if not _PATH_RE.match(path):
         return (f"knob {path!r}: a knob path may hold letters, digits, _ . / - : , + @ and the glob "
                 "characters * ? [ ] only")
+    if executing_file(path):
+        return (f"knob {path}: the kernel runs the program such a file names, or it reaches other "
+                "processes; a spec may not write it (under /proc, knobs are in /proc/sys/ and /proc/irq/)")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return f"knob {path}: value must be a string or a number, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"knob {path}: value must be a finite number, got {value!r}"
+    if len(str(value)) > _VALUE_MAX:
+        return f"knob {path}: value longer than {_VALUE_MAX} characters (a sysfs file takes one page)"
     return None
 
 
-class ShellKnobTarget:
-    """The devlib calls knobs use, over anything with ``run(command, timeout=...) -> stdout``
-    (the deploy's shells: virtual board, ssh, a local shell in tests); it runs as root."""
+def _read_value(target, path: str) -> str:
+    return target.execute(f"cat {shlex.quote(path)}", as_root=True)
 
-    def __init__(self, shell: Any, timeout: float = 60):
-        self.shell, self.timeout = shell, timeout
 
-    def execute(self, command: str, as_root: bool = False) -> str:
-        return self.shell.run(command, timeout=self.timeout)
-
-    def read_value(self, path: str) -> str:
-        return self.execute(f"cat {shlex.quote(path)}")
-
-    def file_exists(self, path: str) -> bool:
-        return self.execute(f"[ -e {shlex.quote(path)} ] && echo 1 || echo 0").strip() == "1"
+def _file_exists(target, path: str) -> bool:
+    return target.execute(f"[ -e {shlex.quote(path)} ] && echo 1 || echo 0", as_root=True).strip() == "1"
 
 
 def _matches(target, pattern: str) -> list[str]:
@@ -106,12 +131,13 @@ def expand_knobs(target, knobs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -
     out: dict[str, str] = {}
     for pattern, value in items:
         pattern, value = str(pattern), str(value)
-        if not any(c in pattern for c in _GLOB_CHARS):
-            out[pattern] = value
-            continue
-        paths = _matches(target, pattern)
+        paths = _matches(target, pattern) if any(c in pattern for c in _GLOB_CHARS) else [pattern]
         if not paths:
             raise KnobError(f"knob {pattern}: no file matches on the target")
+        refused = [p for p in paths if executing_file(p)]
+        if refused:  # the spec check refuses these first; this holds for any caller
+            raise KnobError(f"knob {pattern}: refusing to write {refused[0]}, which makes the kernel run a "
+                            "program or reaches other processes")
         out.update(dict.fromkeys(paths, value))
     return out
 
@@ -145,7 +171,7 @@ def active_value(text: str, value: str | None = None) -> str:
 
 def read_knob(target, path: str, value: str | None = None) -> str:
     """The active value of ``path``; for a flag-list file, the state of ``value``'s flag."""
-    return active_value(target.read_value(path), value)
+    return active_value(_read_value(target, path), value)
 
 
 #: between two files' contents in :func:`read_knobs`' output (no sysfs value holds it)
@@ -174,7 +200,7 @@ def _offered(text: str) -> list[str] | None:
 
 def choices(target, path: str) -> list[str] | None:
     """The values a bracket-style knob offers, or None for plain-value knobs."""
-    return _offered(target.read_value(path).strip())
+    return _offered(_read_value(target, path).strip())
 
 
 def write_knob(target, path: str, value: str) -> str:
@@ -201,10 +227,10 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
         return [str(exc)]
     problems = []
     for path, value in knobs.items():
-        if not target.file_exists(path):
+        if not _file_exists(target, path):
             problems.append(f"{path} does not exist on the target")
             continue
-        text = target.read_value(path).strip()  # one read: on a board, each is an SSH round trip
+        text = _read_value(target, path).strip()  # one read: on a board, each is an SSH round trip
         offered = _offered(text)
         if offered is not None and value not in offered:
             problems.append(f"{path}: {value!r} is not offered (choices: {', '.join(offered)})")

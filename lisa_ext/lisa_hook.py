@@ -10,14 +10,17 @@ finder on :data:`sys.meta_path`; nothing else happens until a program imports
 LISA:
 
 * right before ``lisa`` executes: the numpy aliases of
-  :func:`shim_numpy_aliases`;
+  :func:`shim_numpy_aliases` and :func:`skip_iri_format_checker`;
 * right after ``lisa`` executed: :func:`relax_lisa_warning_filter`;
 * right after ``lisa.analysis._proxy`` executed (LISA's ``Trace.__init__``
-  imports it to build ``trace.ana``): ``import lisa_ext.analysis.registry``, which
-  defines our :class:`~lisa.analysis.base.TraceAnalysisBase` subclasses, so
-  every ``Trace`` - LISA's loader or :func:`lisa_ext.trace.load_trace` - has
-  them. Registering there, not in the trace loader, keeps ingest
-  (:mod:`lisa_ext.trace`) from importing the analysis layer above it.
+  imports it to build ``trace.ana``): :func:`register_analyses` loads the modules
+  installed packages declare under the entry-point group :data:`ANALYSES_GROUP`
+  (lisa-ext's own, :mod:`lisa_ext.analysis.registry`, is declared in
+  ``pyproject.toml``), which define :class:`~lisa.analysis.base.TraceAnalysisBase`
+  subclasses, so every ``Trace`` - LISA's loader or
+  :func:`lisa_ext.trace.load_trace` - has them. This module, at the bottom of the
+  layers, names none of them: the analysis layer declares itself, and neither
+  ingest (:mod:`lisa_ext.trace`) nor this hook imports it.
 
 Set ``LISA_EXT_NO_LISA_HOOK=1`` to start an interpreter without the hook
 (``tests/test_compat.py`` uses it to show the shims are still needed).
@@ -27,21 +30,22 @@ from __future__ import annotations
 
 # stdlib modules already loaded at start-up only (importlib.abc alone would pull
 # importlib.resources, tempfile and typing: ~17 ms on every interpreter start)
-import importlib
 import os
 import sys
 import warnings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
-__all__ = ["LisaShimFinder", "install", "install_at_startup", "installed", "register_analyses",
-           "relax_lisa_warning_filter", "shim_numpy_aliases"]
+__all__ = ["ANALYSES_GROUP", "LisaShimFinder", "install", "install_at_startup", "installed",
+           "register_analyses", "relax_lisa_warning_filter", "shim_numpy_aliases", "skip_iri_format_checker"]
 
 if TYPE_CHECKING:
     from types import ModuleType
     from typing import Callable, Sequence
 
 DISABLE_ENV = "LISA_EXT_NO_LISA_HOOK"
+#: entry-point group of the modules defining LISA analyses (``trace.ana.<name>``) to register
+ANALYSES_GROUP = "lisa_ext.trace_analyses"
 
 
 def shim_numpy_aliases() -> None:
@@ -53,6 +57,15 @@ def shim_numpy_aliases() -> None:
         np.NaN = np.nan  # type: ignore[attr-defined]
     if not hasattr(np, "trapz"):
         np.trapz = np.trapezoid  # type: ignore[attr-defined]
+
+
+def skip_iri_format_checker() -> None:
+    """Keep jsonschema from importing rfc3987_syntax, whose IRI grammar (a Lark parser) is
+    built at import: 1.65 s on a quiet machine, paid by every process that imports LISA
+    (``lisa.utils`` -> sphobjinv -> jsonschema) or papermill/nbconvert (nbformat ->
+    jsonschema). It only serves jsonschema's optional "iri" formats, which neither
+    LISA's nor any notebook schema uses; a process that imported it already keeps it."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: ImportError on import
 
 
 def relax_lisa_warning_filter() -> None:
@@ -74,6 +87,7 @@ def relax_lisa_warning_filter() -> None:
 
 def _before_lisa(module: ModuleType) -> None:
     shim_numpy_aliases()
+    skip_iri_format_checker()
 
 
 def hide_lisa_pandas_deprecation() -> None:
@@ -95,19 +109,27 @@ def _after_lisa(module: ModuleType) -> None:
 
 
 def register_analyses() -> None:
-    """Define lisa-ext's analysis classes (LISA registers subclasses on definition).
+    """Load every module declared under :data:`ANALYSES_GROUP`: defining the analysis classes
+    is what registers them with LISA.
 
     A broken analysis module must not make every ``Trace`` unusable, so a
     failure becomes a warning naming it rather than an exception inside LISA.
     """
-    try:
-        # deferred on purpose: the analysis layer imports LISA, which is what
-        # triggered this call; importing it at the top would load LISA at start-up
-        importlib.import_module("lisa_ext.analysis.registry")
-    except Exception as exc:  # noqa: BLE001 - reported, see docstring
-        warnings.warn(f"lisa-ext analyses not registered on trace.ana: "
-                      f"lisa_ext.analysis.registry failed to import: {type(exc).__name__}: {exc}",
+    # deferred: scanning the installed packages' metadata costs ~20 ms, paid by the first
+    # trace.ana only (this module runs at every interpreter start-up)
+    from importlib.metadata import entry_points
+
+    declared = entry_points(group=ANALYSES_GROUP)
+    if not declared:
+        warnings.warn(f"lisa-ext analyses not registered on trace.ana: no package declares the "
+                      f"entry-point group {ANALYSES_GROUP} (install lisa-ext: pip install -e .)",
                       RuntimeWarning, stacklevel=2)
+    for entry in declared:
+        try:
+            entry.load()
+        except Exception as exc:  # noqa: BLE001 - reported, see docstring
+            warnings.warn(f"lisa-ext analyses not registered on trace.ana: {entry.value} failed to "
+                          f"import: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
 
 
 def _after_proxy(module: ModuleType) -> None:

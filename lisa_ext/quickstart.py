@@ -7,7 +7,7 @@ What it does, in order:
 2. runs ``notebooks/quickstart.yml`` into ``data/quickstart/`` (finished runs
    from an earlier invocation are kept, as with ``campaign run --resume``);
 3. executes ``notebooks/quickstart.ipynb`` with papermill and exports it with
-   nbconvert to ``out/quickstart.html``, figures embedded as PNG so the page
+   nbconvert to ``out/quickstart.html``, the figure inline as SVG so the page
    works offline.
 
 The notebook only holds narrative and parameters: the tables and the figure come
@@ -25,14 +25,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.runner import SpecChanged, run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
-from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
+from lisa_ext.report.readable import metric_label
 from lisa_ext.stats import compare
 from lisa_ext.study import execute_notebook
-from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["KEY_METRICS", "campaign_overview", "per_run_table", "plot_key_metrics", "preflight", "register",
@@ -162,7 +161,7 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
             ax.scatter([i] * len(values), values, color=colors[i % 10], zorder=3, s=18)
         unit = sub["unit"].iloc[0]
         better = "lower" if sub["lower_is_better"].iloc[0] else "higher"
-        ax.set_title(f"{sub['workload'].iloc[0]}: {metric}", fontsize=9)
+        ax.set_title(f"{sub['workload'].iloc[0]}: {metric_label(metric)}", fontsize=9)
         ax.set_ylabel(f"{unit} ({better} is better)", fontsize=8)
         ax.set_xticks(range(len(variants)), variants)
     for ax in list(axes.flat)[len(panels):]:
@@ -177,21 +176,14 @@ def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
     preflight(echo)
     spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
-    check_target_conf(spec.target)
-    if fresh and campaign_dir.exists():
-        shutil.rmtree(campaign_dir)
-    elif (campaign_dir / "runs").exists():
+    if not fresh and CampaignStore(campaign_dir).has_runs():
         echo(f"keeping finished runs in {campaign_dir} (--fresh starts over)")
-    quiet_lisa_logs()
     try:
-        summary = CampaignRunner(spec, campaign_dir, resume=True, progress=progress).run()
-    except UserError as exc:
-        if "differs from the spec" in str(exc):
-            raise UserError(f"{campaign_dir} holds runs of an older quickstart spec: "
-                            "run `lisa-ext quickstart --fresh` to start over") from None
-        raise
-    echo(f"campaign {spec.name}: {summary.done} runs done, {summary.failed} failed"
-         + (f", {summary.skipped} kept from before" if summary.skipped else ""))
+        summary = run_campaign(spec, campaign_dir, resume=True, fresh=fresh, progress=progress)
+    except SpecChanged:
+        raise UserError(f"{campaign_dir} holds runs of an older quickstart spec: "
+                        "run `lisa-ext quickstart --fresh` to start over") from None
+    echo(summary.line())
     echo("executing notebooks/quickstart.ipynb ...")
 
     return execute_notebook(workbench_path("notebooks", "quickstart.ipynb"), out_html, {"campaign_dir": str(campaign_dir.resolve())})

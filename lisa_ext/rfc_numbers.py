@@ -22,13 +22,14 @@ print "their numbers beside ours" in the same table shape. A file looks like::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from lisa_ext.schema import load_yaml
+from lisa_ext.schema import load_yaml, show
 from lisa_ext.errors import SpecError
 from lisa_ext.workbench import workbench_path
 
@@ -119,8 +120,9 @@ def _parse_table(path: Path, raw: Any, index: int) -> RfcTable:
         values = row.get("values")
         if not isinstance(values, list) or len(values) != len(columns):
             raise SpecError(path, f"{key}.values", f"expected a list of {len(columns)} numbers (one per column)")
-        if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
-            raise SpecError(path, f"{key}.values", f"expected numbers or null, got {values!r}")
+        if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+                   for v in values):
+            raise SpecError(path, f"{key}.values", f"expected finite numbers or null, got {show(values)}")
         rows.append((row["label"], row.get("unit"), tuple(None if v is None else float(v) for v in values)))
         row_variants.append(row.get("variant"))
     return RfcTable(

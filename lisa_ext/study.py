@@ -2,9 +2,12 @@
 
 A study is ``notebooks/<name>.yml`` (the campaign) next to ``notebooks/<name>.ipynb``
 (narrative and parameters). ``lisa-ext study run NAME`` runs (or resumes) the
-campaign into ``data/<name>/``, writes its report (``lisa_ext.report``) and executes
-the notebook with papermill into ``out/<name>.html``. The notebooks call the
-helpers below; every computation stays in :mod:`lisa_ext`.
+campaign into ``data/<name>/`` (:func:`~lisa_ext.campaign.runner.run_campaign`), writes
+its report into ``data/<name>/report/`` (:mod:`lisa_ext.report`, with the spec's
+``report:`` settings) and executes the notebook with papermill into
+``out/<name>.html``; the notebook reads the report's tables and figures
+(:func:`campaign_report`) and writes its own figures beside them. The notebooks
+call the helpers below; every computation stays in :mod:`lisa_ext`.
 
 Studies whose spec targets the virtual board need ``lisa-ext vboard up`` first and
 take tens of minutes under QEMU TCG; the workqueue study runs on this machine.
@@ -19,7 +22,6 @@ import html
 import logging
 import os
 import re
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,22 +29,25 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.campaign.runner import CampaignRunner
+from lisa_ext.campaign.runner import RunSummary, run_campaign
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import read_campaign
-from lisa_ext.compat import quiet_lisa_logs
+from lisa_ext.campaign.store import CampaignStore, traced_runs
 from lisa_ext.errors import UserError
-from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report
+from lisa_ext.lisa_hook import skip_iri_format_checker
+from lisa_ext.report.build import REPORT_DIR, TABLE_FILES, ReportOptions, build_report, campaign_metrics
+from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.explore import explorer_page, use_bokeh
-from lisa_ext.report.figures import figure_name
+from lisa_ext.report.figures import figure_name, svg_text
+from lisa_ext.report.perfetto import perfetto_link
+from lisa_ext.report.readable import readable_table
+from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
-from lisa_ext.target import check_target_conf
 from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign",
-           "write_report", "comparison_table", "figure_paths", "per_run_analysis",
-           "execute_notebook", "run_study", "register", "explore_run", "show_page", "repo_path",
-           "export_notebook", "use_bokeh"]
+__all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",
+           "write_report", "comparison_table", "cover_table", "figure_paths", "per_run_analysis",
+           "execute_notebook", "run_study", "register", "explore_run", "show_page", "show_figure",
+           "readable_table", "repo_path", "export_notebook", "use_bokeh"]
 
 # Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
 # need them.
@@ -91,44 +96,77 @@ def find_study(name: str, root: Path | None = None) -> Study:
 
 def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
                     run: bool = True, progress: bool = True, smoke: bool = False,
-                    target: str | os.PathLike | None = None) -> Path:
-    """The campaign directory, running (or resuming) the campaign when ``run`` is true.
+                    target: str | os.PathLike | None = None) -> RunSummary | None:
+    """Run (or resume) the campaign into ``campaign_dir`` when ``run`` is true; its summary.
 
-    With ``run=False`` an existing directory is used as it is, so a notebook can be
-    re-rendered from collected data without touching a target. ``smoke`` and
-    ``target`` are :func:`~lisa_ext.campaign.spec.load_spec`'s.
+    With ``run=False`` the runs already collected are used as they are (``None``), so a
+    notebook can be re-rendered without touching a target. ``smoke`` and ``target`` are
+    :func:`~lisa_ext.campaign.spec.load_spec`'s.
     """
     campaign_dir = Path(campaign_dir)
     if not run:
-        if not (campaign_dir / "runs").is_dir():
+        if not CampaignStore(campaign_dir).has_runs():
             raise UserError(f"{campaign_dir}: no runs collected yet; run the campaign first "
                             f"(lisa-ext campaign run {spec} --out {campaign_dir})")
-        return campaign_dir
-
-    loaded = load_spec(spec, smoke=smoke, target=target)
-    check_target_conf(loaded.target)
-    quiet_lisa_logs()
-    CampaignRunner(loaded, campaign_dir, resume=True, progress=progress).run()
-    return campaign_dir
+        return None
+    return run_campaign(load_spec(spec, smoke=smoke, target=target), campaign_dir, resume=True,
+                        progress=progress)
 
 
 def write_report(campaign_dir: str | os.PathLike, out: str | os.PathLike | None = None,
                  **options: Any) -> Path:
-    """``lisa-ext report``: tables and figures of a campaign; options as :class:`ReportOptions`."""
+    """``lisa-ext report``: tables and figures of a campaign, into ``campaign_dir/report``
+    unless ``out``; options as :class:`ReportOptions` (unset ones from the spec's ``report:``)."""
     return build_report(repo_path(campaign_dir),
                         ReportOptions(out=None if out is None else repo_path(out), **options))
+
+
+def campaign_report(campaign_dir: str | os.PathLike, report_dir: str | os.PathLike | None = None) -> Path:
+    """The campaign's report, as ``lisa-ext study run`` wrote it (``campaign_dir/report`` unless
+    ``report_dir``): written now, without ``figures.html``, when it is missing or older than
+    the campaign's last run (a notebook opened in JupyterLab)."""
+    campaign_dir = repo_path(campaign_dir)
+    report = repo_path(report_dir) if report_dir is not None else campaign_dir / REPORT_DIR
+    readme = report / "README.md"
+    if not readme.is_file() or readme.stat().st_mtime < CampaignStore(campaign_dir).last_change():
+        write_report(campaign_dir, report, html=False)
+    return report
 
 
 def comparison_table(report_dir: str | os.PathLike, fmt: str = "markdown") -> str:
     """One of the comparison tables a report wrote (mmtests, markdown, lkp, sd, csv)."""
     if fmt not in TABLE_FILES:
         raise UserError(f"table format {fmt!r}: choose one of {', '.join(TABLE_FILES)}")
-    return (Path(report_dir) / TABLE_FILES[fmt]).read_text(encoding="utf-8")
+    path = repo_path(report_dir) / TABLE_FILES[fmt]
+    if not path.is_file():
+        raise UserError(f"{path}: no report here; write it with lisa-ext report CAMPAIGN_DIR "
+                        "(or study.campaign_report)")
+    return path.read_text(encoding="utf-8")
+
+
+def cover_table(campaign_dir: str | os.PathLike, baseline: str | None = None,
+                metrics: dict[str, str] | list[str] | tuple[str, ...] | None = None, *, workloads: list[str] | None = None,
+                variants: list[str] | None = None, mean: str = "auto", test: str = "welch", alpha: float = 0.05,
+                confidence: float = 0.95, traces: bool = False, skip_missing: bool = False) -> CoverLetterTable:
+    """The cover-letter table (:mod:`lisa_ext.report.cover`) of a campaign: ``metrics`` the
+    metric names to quote, in order, or {metric: label} (None: every one); ``baseline`` None for the campaign's
+    first variant; ``traces`` adds the trace-derived metrics (``trace ...``); ``skip_missing``
+    leaves out the metrics no run reported. Shown as HTML in a notebook; ``.markdown()`` /
+    ``.text()`` for the letter."""
+    frame = campaign_metrics(repo_path(campaign_dir), traces=traces)
+    names = list(metrics) if metrics is not None else list(dict.fromkeys(frame["metric"]))
+    if skip_missing:
+        names = [m for m in names if m in set(frame["metric"])] or names
+    if baseline is None:
+        baseline = next(iter(dict.fromkeys(frame["variant"])))
+    table = _cover_frame(frame, baseline, metric_names=names, workloads=workloads, variants=variants,
+                         mean=mean, test=test, alpha=alpha, confidence=confidence)
+    return CoverLetterTable(table, metrics if isinstance(metrics, dict) else None)
 
 
 def figure_paths(report_dir: str | os.PathLike, pattern: str = "*") -> list[Path]:
     """The report's PNG figures whose name matches the shell pattern, sorted."""
-    return sorted(p for p in (Path(report_dir) / "figures").glob("*.png")
+    return sorted(p for p in (repo_path(report_dir) / "figures").glob("*.png")
                   if fnmatch.fnmatch(p.stem, pattern))
 
 
@@ -138,10 +176,18 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     return runs.per_run_analysis(repo_path(campaign_dir), analysis, method, **kwargs)
 
 
+#: the iframe of :func:`show_page` takes its document's height once the plots are drawn
+_FIT_FRAME = ("const f=this,b=f.contentDocument&&f.contentDocument.body;if(!b)return;"
+              "const fit=()=>{f.style.height=Math.max(b.scrollHeight,"
+              "f.contentDocument.documentElement.scrollHeight)+'px'};"
+              "fit();new f.contentWindow.ResizeObserver(fit).observe(b)")
+
+
 def show_page(path: str | os.PathLike, height: int = 900):
     """A standalone HTML page (the explorer's, a report's figures.html) shown in
     the notebook: an iframe holding the page, so its bokeh plots draw and zoom in
-    JupyterLab and in the exported study HTML alike, offline."""
+    JupyterLab and in the exported study HTML alike, offline. ``height`` is the
+    frame's height until the page has drawn; the frame then fits the page."""
     # deferred: see the note under __all__
     from IPython.display import HTML
 
@@ -151,28 +197,51 @@ def show_page(path: str | os.PathLike, height: int = 900):
         # the exported study page must carry the plot
         warnings.simplefilter("ignore", UserWarning)
         return HTML(f'<iframe srcdoc="{html.escape(text, quote=True)}" '
+                    f'onload="{html.escape(_FIT_FRAME, quote=True)}" '
                     f'style="width:100%;height:{height}px;border:0"></iframe>')
+
+
+def show_figure(figure):
+    """A figure shown inline as SVG: a file the report or a study module wrote (the ``.svg``
+    beside a ``.png``) or a matplotlib figure (closed once drawn). Sharp at any zoom, and its
+    text stays in the page, where the page check reads it (an SVG output would be exported
+    as an image)."""
+    # deferred: see the note under __all__
+    from IPython.display import HTML
+
+    if hasattr(figure, "savefig"):
+        text = svg_text(figure)
+    else:
+        text = Path(figure).with_suffix(".svg").read_text(encoding="utf-8")
+    return HTML(text[text.index("<svg"):])
 
 
 def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
                 variant: str | None = None, workload: str | None = None,
-                iteration: int | None = None, height: int = 900):
+                iteration: int | None = None, height: int = 900, perfetto: bool = True,
+                findings: bool | list[str] = True):
     """The trace explorer (:mod:`lisa_ext.report.explore`) of a campaign's first
     traced run matching the filters, written to ``out_dir/explorer_<run>.html``
-    and shown in the notebook. For live re-aggregation on zoom, display
-    ``explore(run_dir)`` itself after ``hv.extension("bokeh")``."""
-    for run in read_campaign(repo_path(campaign_dir)).ok_runs:
-        if run.trace is None or (variant, workload, iteration) != (
-                variant and run.variant, workload and run.workload,
-                None if iteration is None else run.iteration):
-            continue
-        out = repo_path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
-                             f"{run.label} trace explorer")
-        return show_page(page, height)
-    raise UserError(f"{campaign_dir}: no traced run matches variant={variant} "
-                    f"workload={workload} iteration={iteration}")
+    and shown in the notebook, under a link to the same run as a Perfetto trace
+    (``out_dir/<run>.pftrace``, :func:`lisa_ext.report.perfetto.perfetto_link`)
+    unless ``perfetto`` is false; ``findings``: the analyses whose findings it marks
+    (``idle_miss``, ``iowait_boost``, ``wq_placement``; default all). For live
+    re-aggregation on zoom, display ``explore(run_dir)`` itself after
+    ``hv.extension("bokeh")``."""
+    _campaign, found = traced_runs(repo_path(campaign_dir), variant, workload, iteration)
+    run = found[0]
+    out = repo_path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    page = explorer_page(run.trace, out / f"explorer_{figure_name(run.label)}.html",
+                         f"{run.label} trace explorer", analyses=findings)
+    shown = show_page(page, height)
+    if not perfetto:
+        return shown
+    # deferred: see the note under __all__
+    from IPython.display import HTML
+
+    link = perfetto_link(run.path, out, figure_name(run.label))
+    return HTML(link + shown.data)
 
 
 def _local_kernel_manager() -> type:
@@ -189,17 +258,9 @@ def _local_kernel_manager() -> type:
     return LocalKernelManager
 
 
-def _skip_iri_format_checker() -> None:
-    """Keep jsonschema (imported by nbformat, hence papermill and nbconvert) from importing
-    rfc3987_syntax, whose IRI grammar is built at import: 1.65 s of a 2.3 s papermill import.
-    It only serves the "iri" formats, which no notebook schema uses; a process that imported
-    it already keeps it."""
-    sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: ImportError on import
-
-
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
-    _skip_iri_format_checker()
+    skip_iri_format_checker()
     # deferred: see the note under __all__
     import nbformat
     import papermill
@@ -220,7 +281,7 @@ _LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
 
 def export_notebook(nb, out_html: Path) -> Path:
     """An executed notebook (``nbformat`` node) as one offline HTML page."""
-    _skip_iri_format_checker()
+    skip_iri_format_checker()
     # deferred: see the note under __all__
     from nbconvert import HTMLExporter
 
@@ -229,6 +290,9 @@ def export_notebook(nb, out_html: Path) -> Path:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     nb = copy.deepcopy(nb)
+    if any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        # papermill keeps the notebook's defaults above the values it ran with: show what ran
+        nb.cells = [c for c in nb.cells if "parameters" not in c.get("metadata", {}).get("tags", [])]
     for cell in nb.cells:
         # HoloViews/panel's notebook loader and comm code (LISA's import shows them)
         # fetch BokehJS from a CDN and need a live kernel; the page's plots are
@@ -246,12 +310,31 @@ def export_notebook(nb, out_html: Path) -> Path:
 
 def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = True,
               progress: bool = True, smoke: bool = False,
-              target: str | os.PathLike | None = None) -> Path:
-    ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target)
-    report_dir = out_html.with_name(f"{out_html.stem}-report")
+              target: str | os.PathLike | None = None, echo=print) -> Path:
+    """Run (or resume) the study's campaign, write its report into ``campaign_dir/report``,
+    execute its notebook (which reads the report) into ``out_html``."""
+    if not run and not CampaignStore(campaign_dir).has_runs():
+        _name_the_other_size(study, Path(campaign_dir), smoke)
+    summary = ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target)
+    if summary is not None:
+        echo(summary.line())
+    # the study's own report: settings, also when --no-run renders runs made before they changed
+    report = write_report(campaign_dir, html=False, **load_spec(study.spec, check_files=False).report)
+    echo(f"{study.name} report: {report}")
     return execute_notebook(study.notebook, out_html,
                             {"campaign_dir": str(Path(campaign_dir).resolve()),
-                             "report_dir": str(report_dir.resolve()), "smoke": smoke})
+                             "report_dir": str(report.resolve()), "smoke": smoke})
+
+
+def _name_the_other_size(study: Study, campaign_dir: Path, smoke: bool) -> None:
+    """``--no-run`` on a directory without runs, when the study's runs of the other size
+    exist: say where they are and how to render them."""
+    other = study.default_data(not smoke)
+    if campaign_dir == study.default_data(smoke) and CampaignStore(other).has_runs():
+        flag = "" if smoke else " --smoke"
+        raise UserError(f"{campaign_dir}: no runs collected yet; {other} holds the study's "
+                        f"{'full' if smoke else 'smoke'} runs: render them with "
+                        f"lisa-ext study run {study.name}{flag} --no-run")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -269,7 +352,28 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{name}.html"
     html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress,
                      smoke=args.smoke, target=args.target)
-    print(f"{study.name} report: {html.resolve()}")
+    print(f"{study.name} page: {html.resolve()}")
+    return 0
+
+
+def _new(args: argparse.Namespace) -> int:
+    # deferred: only `study new` writes templates
+    from lisa_ext.studies.template import write_study
+
+    values = [v for v in (args.values or "").split(",") if v]
+    written = write_study(args.name, knob=args.knob, values=values, kernel=args.kernel,
+                          workloads=args.workload_kinds or ("schbench", "hackbench"), target=args.target)
+    for path in written:
+        print(f"wrote {path}")
+    if not args.no_render:
+        study = find_study(args.name)
+        page = output_dir() / "out" / f"{study.name}.html"
+        execute_notebook(study.notebook, page, {"campaign_dir": str(study.default_data()),
+                                                "report_dir": str(page.with_name(f"{study.name}-report")),
+                                                "smoke": False})
+        print(f"page, on the committed sample campaign until the study has runs: {page}")
+    print(f"next: lisa-ext campaign check notebooks/{args.name}.yml, then lisa-ext study run {args.name} --smoke "
+          "(docs/your-own-study.md)")
     return 0
 
 
@@ -281,9 +385,10 @@ def register(subparsers) -> None:
     sub.required = True
     sub.add_parser("list", help="the studies in notebooks/",
                    description="List the studies in notebooks/ with their descriptions.").set_defaults(func=_list)
-    run = sub.add_parser("run", help="run a study's campaign, then execute its notebook to HTML",
-                         description="Run (or resume) a study's campaign, then execute its "
-                                     "notebook into an HTML page.")
+    run = sub.add_parser("run", help="run a study's campaign, write its report, execute its notebook to HTML",
+                         description="Run (or resume) a study's campaign into data/<name>/, write its "
+                                     "report into data/<name>/report/, then execute its notebook "
+                                     "into an HTML page.")
     run.add_argument("name", metavar="NAME", help="study name, e.g. wq-affinity (see: lisa-ext study list)")
     run.add_argument("--data", metavar="DIR", help="campaign directory (default: data/<name>)")
     run.add_argument("-o", "--out", metavar="HTML", help="output page (default: out/<name>.html)")
@@ -296,3 +401,21 @@ def register(subparsers) -> None:
                      help="LISA target config to run on instead of the spec's (another platform)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
+    new = sub.add_parser("new", help="start a study: spec, kernel variants or knob values, notebook",
+                         description="Write notebooks/NAME.yml (campaign spec), notebooks/NAME.ipynb (its page: "
+                                     "status, cover-letter table, mechanism figure, explorer) and, with "
+                                     "--kernel, kernels/NAME/{baseline,patched}.yml; then render the page on "
+                                     "the committed sample campaign, before any run. Nothing is overwritten.")
+    new.add_argument("name", metavar="NAME", help="study name: lower-case letters, digits, dashes")
+    new.add_argument("--knob", metavar="PATH", help="a runtime knob the variants set, e.g. "
+                                                    "/sys/kernel/debug/sched/features")
+    new.add_argument("--values", metavar="A,B,...", help="the knob's value per variant, the baseline first")
+    new.add_argument("--kernel", action="store_true",
+                     help="variants are kernels: write kernels/NAME/baseline.yml and patched.yml")
+    new.add_argument("--workload-kind", action="append", metavar="KIND", dest="workload_kinds",
+                     help="workload kind to start from: schbench, hackbench, rtapp, fio (repeatable; "
+                          "default schbench and hackbench)")
+    new.add_argument("--target", metavar="CONF", default="../target-configs/vboard.yml",
+                     help="target config, relative to notebooks/ (default: the virtual board)")
+    new.add_argument("--no-render", action="store_true", help="do not render the page on the sample")
+    new.set_defaults(func=_new)

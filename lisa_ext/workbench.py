@@ -23,7 +23,8 @@ from pathlib import Path
 
 from lisa_ext.errors import UserError
 
-__all__ = ["ENV", "INPUT_DIRS", "cache_root", "installed_workbench", "output_dir", "workbench_dir", "workbench_path"]
+__all__ = ["ENV", "INPUT_DIRS", "cache_root", "installed_workbench", "output_dir", "shown_path", "workbench_dir",
+           "workbench_path"]
 
 ENV = "LISA_EXT_WORKBENCH"
 #: the workbench's input directories (shipped by setup.py in a regular install)
@@ -80,7 +81,18 @@ def output_dir() -> Path:
 
 
 def cache_root() -> Path:
-    """Where lisa-ext keeps what it can rebuild (kernels, rootfs, tools, report figures):
-    ``$LISA_EXT_CACHE``, else ``~/.cache/lisa-ext``."""
+    """Where lisa-ext keeps what it can rebuild, one subdirectory each (``kernels``, ``ccache``,
+    ``vboard``, ``tools``, ``traces``, ``report``): ``$LISA_EXT_CACHE``, else ``~/.cache/lisa-ext``.
+    The one reading of that variable."""
     env = os.environ.get("LISA_EXT_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "lisa-ext"
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a message shows it: relative to the current directory when inside it, so
+    the command it is part of can be pasted as is."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

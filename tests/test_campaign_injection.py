@@ -100,16 +100,16 @@ def _q(s: str) -> str:
 @pytest.fixture(scope="module")
 def local_target():
     require_live()
-    from lisa_ext.target import connect
+    from lisa_ext.target import open_target
 
-    return connect(LOCAL_TARGET)
+    return open_target(LOCAL_TARGET)
 
 
 @pytest.mark.live
 def test_knob_writers_pass_payloads_as_data(local_target, tmp_path):
     """Campaign knobs (path and value) and the kernel-variant knob writer, on a real shell."""
     from lisa_ext.knobs import write_knob
-    from lisa_ext.kernel.deploy import DeployError, _apply_knobs, _DevlibShell
+    from lisa_ext.kernel.deploy import DeployError, _apply_knobs
 
     for i, payload in enumerate(PAYLOADS):
         knob = tmp_path / f"knob{i}{payload.replace('/', '_')}"
@@ -117,22 +117,35 @@ def test_knob_writers_pass_payloads_as_data(local_target, tmp_path):
         write_knob(local_target, str(knob), payload)
         assert knob.read_text() == payload  # written verbatim, through a file name full of metacharacters
         with pytest.raises(DeployError, match="refusing to hand it to the target's shell"):
-            _apply_knobs(_DevlibShell(local_target), [(f"{tmp_path}/knob*{payload}", "1")])
+            _apply_knobs(local_target, [(f"{tmp_path}/knob*{payload}", "1")])
         plain = tmp_path / "plain"
         try:
-            _apply_knobs(_DevlibShell(local_target), [(str(plain), payload)])
+            _apply_knobs(local_target, [(str(plain), payload)])
         except DeployError as exc:
             assert "reads back" in str(exc)  # a value with newlines does not read back the same
         assert plain.read_text() == payload  # the value went through as data
 
 
+#: payloads a fio job file would read as something else (a comment, a new option): refused up front
+JOB_FILE_SYNTAX = [p for p in PAYLOADS if any(c in p for c in ";#\n")]
+
+
+@pytest.mark.parametrize("payload", JOB_FILE_SYNTAX)
+def test_fio_values_a_job_file_would_misread_are_refused(tmp_path, payload):
+    spec = write_spec(tmp_path / "inj.yml", _spec_text(fio_value=payload))
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    assert str(err.value).startswith(f"{spec}: workloads[0].options.rw: ")
+
+
 @pytest.mark.live
 def test_campaign_with_payloads_in_values_runs_them_as_data(tmp_path):
-    """fio option values and knob values reach the target quoted: fio refuses them, nothing runs."""
+    """fio option values and knob values reach the target as data: fio refuses them, nothing runs."""
     require_live()
+    accepted = [p for p in PAYLOADS if p not in JOB_FILE_SYNTAX]
     workloads = "\n".join(
         f"  - name: w{i}\n    kind: fio\n    options: {{rw: {_q(p)}, filename: {_q('/tmp/inj' + p)}, "
-        f"size: 1M, runtime: 1}}" for i, p in enumerate(PAYLOADS))
+        f"size: 1M, runtime: 1}}" for i, p in enumerate(accepted))
     spec = write_spec(tmp_path / "inj.yml", f"""\
 name: inj
 target: @TARGET@
@@ -147,7 +160,7 @@ workloads:
                           capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 1  # every run failed: fio refuses such an rw value
-    assert f"0 runs done, {len(PAYLOADS)} failed" in proc.stdout
+    assert f"0 runs done, {len(accepted)} failed" in proc.stdout
     bad_value = write_spec(tmp_path / "knob.yml", _spec_text(knob_value=PAYLOADS[1]))
     proc = subprocess.run(LISA_EXT + ["campaign", "run", str(bad_value), "--out", str(tmp_path / "k")],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600)

@@ -17,6 +17,7 @@ import pytest
 
 from campaign_helpers import (LISA_EXT, WQ_KNOB, other_scope, read_knob, require_live,
                               trace_event_counts, write_spec)
+from lisa_ext.schema import load_yaml
 
 pytestmark = pytest.mark.live
 
@@ -218,3 +219,133 @@ def test_knob_reverted_after_workload_failure(tmp_path, live_and_restore_knob):
     assert read_knob() == original
     status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
     assert "2 done, 2 failed, 0 missing" in status.stdout
+
+
+#: the CLI, with the store's journal clear turned into a SIGKILL of the runner: the moment right
+#: after a run is published (renamed into place) and before its journal is cleared
+_KILLED_AFTER_PUBLISH = """\
+import os, signal, sys
+from lisa_ext.campaign.store import Journal
+from lisa_ext.cli import main
+Journal.clear = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_kill_after_publish_keeps_the_run_and_says_so(tmp_path, live_and_restore_knob):
+    original = live_and_restore_knob
+    spec = _spec(tmp_path, "livepub", original, iterations=1, workloads="""\
+  - name: rt
+    kind: rtapp
+    duration-s: 0.3
+    tasks: {busy: {duty-cycle-pct: 20, period-ms: 10}}
+""")
+    out = tmp_path / "data"
+    killed = subprocess.run([LISA_EXT[0], "-c", _KILLED_AFTER_PUBLISH, "campaign", "run", str(spec),
+                             "--out", str(out), "--no-progress"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    first = out / "runs/base/rt/0"
+    kept = (first.stat().st_ino, (first / "result.json").read_text())
+    assert json.loads(kept[1])["status"] == "ok"
+    assert json.loads((out / ".runner-journal.json").read_text())["run"] == "base/rt/0"
+
+    resumed = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--resume", "--no-progress", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resume: kept the run base/rt/0: it was complete and published" in resumed.stderr
+    assert "discarded" not in resumed.stderr
+    assert "1 runs done, 0 failed, 1 already done" in resumed.stdout
+    assert (first.stat().st_ino, (first / "result.json").read_text()) == kept
+    assert read_knob() == original
+
+    # a truncated result.json stops neither status nor resume: the run is moved aside and redone
+    damaged = out / "runs/other/rt/0/result.json"
+    truncated = damaged.read_text()[:30]
+    damaged.write_text(truncated)
+    status = _lisa_ext("campaign", "status", str(out), cwd=tmp_path)
+    assert status.returncode == 1
+    assert "1 done, 0 failed, 0 missing (of 2), 1 damaged" in status.stdout
+    again = _lisa_ext("campaign", "run", str(spec), "--out", str(out), "--resume", "--no-progress", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert (f"resume: moved the damaged run other/rt/0 aside to {out / 'quarantine/other/rt/0'}"
+            in again.stderr)
+    assert "1 runs done, 0 failed, 1 already done" in again.stdout
+    assert (out / "quarantine/other/rt/0/result.json").read_text() == truncated
+    assert json.loads(damaged.read_text())["status"] == "ok"
+    assert _lisa_ext("campaign", "status", str(out), cwd=tmp_path).returncode == 0
+
+
+def _study_workbench(root: Path, original: str) -> Path:
+    """A workbench holding one study, ``mini``: a local smoke campaign and a notebook that
+    prints what it was given."""
+    import nbformat
+
+    notebooks = root / "notebooks"
+    notebooks.mkdir(parents=True)
+    _spec(notebooks, "mini", original, iterations=3, workloads="""\
+  - name: rt
+    kind: rtapp
+    duration-s: 2
+    tasks: {busy: {duty-cycle-pct: 20, period-ms: 10}}
+smoke:
+  iterations: 2
+  workloads:
+    rt: {duration-s: 0.5}
+""")
+    params = nbformat.v4.new_code_cell('campaign_dir = "data/mini"\nreport_dir = "data/mini/report"\nsmoke = False')
+    params.metadata["tags"] = ["parameters"]
+    shown = nbformat.v4.new_code_cell("from lisa_ext import study\n"
+                                      "print(study.comparison_table(report_dir, 'markdown'))")
+    nb = nbformat.v4.new_notebook(cells=[params, shown], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"}})
+    nbformat.write(nb, notebooks / "mini.ipynb")
+    return root
+
+
+def test_interrupted_smoke_study_resumes_with_nothing_lost(tmp_path, live_and_restore_knob):
+    original = live_and_restore_knob
+    workbench = _study_workbench(tmp_path / "bench", original)
+    env = {**os.environ, "LISA_EXT_WORKBENCH": str(workbench)}
+    data = workbench / "data" / "mini-smoke"
+    journal = data / ".runner-journal.json"
+    runner = subprocess.Popen(LISA_EXT + ["study", "run", "mini", "--smoke", "--no-progress"], cwd=tmp_path,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # kill it during its second run, the first one published
+        try:
+            if json.loads(journal.read_text()).get("run") == "other/rt/0":
+                break
+        except (FileNotFoundError, ValueError):
+            pass
+        assert runner.poll() is None, runner.communicate()
+        time.sleep(0.05)
+    else:
+        pytest.fail("the study never reached its second run")
+    runner.send_signal(signal.SIGKILL)
+    runner.wait(timeout=30)
+    first = data / "runs/base/rt/0"
+    kept = (first.stat().st_ino, (first / "result.json").read_text())
+    copy = load_yaml(data / "campaign.yml", "spec copy")
+    assert copy["iterations"] == 2 and "smoke" not in copy  # the spec as applied
+
+    # the same command again: it resumes (it used to say the spec differs), keeps the first run
+    resumed = subprocess.run(LISA_EXT + ["study", "run", "mini", "--smoke", "--no-progress"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resume: discarded the partial run other/rt/0" in resumed.stderr
+    assert "campaign mini: 3 runs done, 0 failed, 1 already done" in resumed.stdout
+    assert (first.stat().st_ino, (first / "result.json").read_text()) == kept
+    assert read_knob() == original
+    # the report is where the docs say, and the notebook read it
+    assert "busy_activations" in (data / "report" / "comparison.md").read_text()
+    assert "busy_activations" in (workbench / "out" / "mini-smoke.html").read_text()
+    status = _lisa_ext("campaign", "status", str(data), cwd=tmp_path)
+    assert "4 done, 0 failed, 0 missing (of 4)" in status.stdout  # smoke size, not the spec's 3 iterations
+
+    # --no-run without --smoke: no full runs, and the message names the smoke ones
+    no_run = subprocess.run(LISA_EXT + ["study", "run", "mini", "--no-run"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert no_run.returncode == 2
+    assert f"{data} holds the study's smoke runs: render them with lisa-ext study run mini --smoke --no-run" \
+        in no_run.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -13,7 +12,9 @@ import sys
 import pytest
 
 from campaign_helpers import REPO
+import page_check
 from lisa_ext import quickstart
+from lisa_ext.report.readable import format_number
 from lisa_ext.study import execute_notebook
 from lisa_ext.workbench import workbench_path
 
@@ -24,20 +25,21 @@ def test_notebook_report_from_sample(tmp_path):
     html = execute_notebook(workbench_path("notebooks", "quickstart.ipynb"), tmp_path / "quickstart.html",
                             {"campaign_dir": str(SAMPLE)})
     text = html.read_text()
-    # the figure is embedded as a PNG, and nothing is fetched from the network
-    pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', text)
-    assert pngs and all(base64.b64decode(p)[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    # the figure is inline SVG, and nothing is fetched from the network
+    assert re.search(r'<svg[^>]+xmlns="http://www.w3.org/2000/svg"', text)
     assert not re.search(r'<script[^>]+src="http', text)
     assert "Traceback" not in text  # papermill also raises on any failing cell
-    # the per-run tables hold every run's value, as stored in result.json (rounded to 3 decimals)
+    # the per-run tables hold every run's value, as stored in result.json (as a reader reads it)
     for result_path in SAMPLE.glob("runs/*/*/*/result.json"):
         result = json.loads(result_path.read_text())
         metric = {"fio-randread": "read_iops", "rtapp-periodic": "medium_wu_lat_mean"}[result["workload"]]
         value = next(m["value"] for m in result["metrics"] if m["name"] == metric)
-        shown = f"{round(value, 3):.3f}".rstrip("0").rstrip(".")
-        assert shown in text, (result_path, shown)
+        assert f">{format_number(value)}<" in text, (result_path, format_number(value))
     executed = json.loads((tmp_path / "quickstart.ipynb").read_text())
     assert executed["cells"][1]["metadata"]["tags"] == ["parameters"]
+    check = page_check.check_page(html)
+    assert check.seen["svg_figures"] and check.seen["tables"] >= 4, check.seen
+    assert not check.findings, f"what a reader trips over on the page:\n{check.report()}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,

@@ -11,7 +11,8 @@ from campaign_helpers import LISA_EXT, LOCAL_TARGET, REPO, write_spec
 from lisa_ext.campaign.runner import plan_runs
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.errors import SpecError
-from lisa_ext.target import check_target_conf
+from lisa_ext.schema import load_yaml
+from lisa_ext.target import TargetConfig
 
 GOOD = """\
 name: t
@@ -104,7 +105,7 @@ def test_missing_required_key(tmp_path):
     ("kind: fio", "kind: iozone", "unknown workload kind 'iozone'; allowed: cyclictest, ebizzy, fio, hackbench, pgbench, rtapp, schbench, wa"),
     ("rw: randread", "output: x", "set by lisa-ext itself"),
     ("small: {", "toolongname: {", "task names are 1-7 letters"),
-    ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "must be in (0, 100]"),
+    ("duty-cycle-pct: 10", "duty-cycle-pct: 150", "expected a number from 0.01 to 100"),
     ("name: b\n", "name: a\n", "name 'a' is used twice"),
     ("iterations: 2", "iterations: 2\norder: random", "is not one of: interleave, group-by-variant"),
 ])
@@ -132,20 +133,26 @@ def test_kernel_variant_file_must_exist(tmp_path):
     ("target-conf:\n  kind: host\n  devlib:\n    nope: 1\n", "target-conf.devlib.nope: unknown key"),
     ("target-conf:\n  kind: phone\n", "target-conf.kind: 'phone' is not one of: host, linux, android"),
     ("kind: host\n", "target-conf: missing"),
+    ("target-conf:\n  kind: linux\n", "target-conf.host: missing"),
+    ("target-conf:\n  kind: linux\n  host: b\n  username: -oProxyCommand=x\n",
+     "target-conf.username: '-oProxyCommand=x' starts with '-'"),
+    ("target-conf:\n  kind: linux\n  host: -b\n", "target-conf.host: '-b'"),
+    ("target-conf:\n  kind: linux\n  host: b\n  devlib:\n    platform: {class: devlib.platform.Platform}\n",
+     "target-conf.devlib.platform: lisa-ext sets devlib's platform"),
 ])
 def test_bad_target_config(tmp_path, body, expected):
     path = tmp_path / "target.yml"
     path.write_text(body)
     with pytest.raises(SpecError) as info:
-        check_target_conf(path)
+        TargetConfig.load(path)
     assert str(info.value).startswith(f"{path}: ")
     assert expected in str(info.value)
 
 
 def test_committed_target_configs_are_valid():
-    for path in sorted((REPO / "target-configs").glob("*.yml")):
-        if path.name.startswith(("local", "ssh-board", "android-phone")):
-            check_target_conf(path)
+    kinds = {path.name: TargetConfig.load(path).kind for path in sorted((REPO / "target-configs").glob("*.yml"))}
+    assert kinds == {"android-phone.example.yml": "android", "local.yml": "host",
+                     "ssh-board.example.yml": "linux", "vboard.yml": "linux"}
 
 
 def test_cli_bad_spec_stops_before_running(tmp_path):
@@ -156,5 +163,27 @@ def test_cli_bad_spec_stops_before_running(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"lisa-ext campaign: error: {spec}: repeat (line 4): unknown key; allowed here: "
-        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, smoke, android"]
+        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, smoke, report, android"]
     assert not out.exists()
+
+
+def test_report_settings_are_checked(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "ok.yml", GOOD + "report: {baseline: b, mean: gmean}\n"))
+    assert spec.report == {"baseline": "b", "mean": "gmean"}
+    with pytest.raises(SpecError, match=r"report.baseline: 'c' is not a variant of this spec"):
+        load_spec(write_spec(tmp_path / "bad.yml", GOOD + "report: {baseline: c}\n"))
+    with pytest.raises(SpecError, match=r"report.alpha.*must be between 0 and 1"):
+        load_spec(write_spec(tmp_path / "bad.yml", GOOD + "report: {alpha: 5}\n"))
+
+
+def test_stored_copy_matches_the_runs_not_the_report_settings(tmp_path):
+    from lisa_ext.campaign.spec import stored_spec_matches
+
+    spec = load_spec(write_spec(tmp_path / "s.yml", GOOD + "report: {mean: gmean}\n"))
+    assert stored_spec_matches(spec, {**spec.raw, "report": {"baseline": "b"}})  # reporting only
+    assert not stored_spec_matches(spec, {**spec.raw, "iterations": 3})           # other runs
+    smoke = load_spec(write_spec(tmp_path / "m.yml", GOOD + "smoke: {iterations: 1}\n"), smoke=True)
+    assert smoke.raw["iterations"] == 1 and "smoke" not in smoke.raw
+    # what older versions stored for a smoke campaign: the file as written
+    assert stored_spec_matches(smoke, load_yaml(tmp_path / "m.yml", "spec"))
+    assert not stored_spec_matches(smoke, load_yaml(tmp_path / "m.yml", "spec"), legacy=False)

@@ -95,13 +95,14 @@ def test_metrics_table_is_tidy():
 def test_atomic_commit_and_partial_cleanup(tmp_path):
     store = CampaignStore(tmp_path)
     key = RunKey("v", "w", 0)
-    tmp = store.new_tmp_run_dir(key)
+    tmp = store.scratch(key)
     result = RunResult("c", "v", "w", 0, "ok", None, [Metric("x", 1.5, "us", True)])
-    (tmp / "result.json").write_text(json.dumps(result.to_json()))
+    (tmp / "trace.dat").write_bytes(b"trace")
     assert store.results() == {}  # not visible before the rename
-    store.commit_run(tmp, key)
+    store.publish(key, {"k": 1}, result, tmp)
     assert store.results()[key].metrics == [Metric("x", 1.5, "us", True)]
-    partial = store.new_tmp_run_dir(RunKey("v", "w", 1))
+    assert (tmp_path / "runs/v/w/0/trace.dat").read_bytes() == b"trace"
+    partial = store.scratch(RunKey("v", "w", 1))
     (partial / "trace.dat").write_bytes(b"half")
     assert store.remove_partial_runs() == [partial]
     assert sorted(os.listdir(tmp_path / "runs/v/w")) == ["0"]
@@ -149,3 +150,116 @@ def test_bad_meta_json_is_named(tmp_path):
     (tmp_path / "runs/v/w/0/meta.json").write_text("{not json")
     with pytest.raises(SpecError, match=r"runs/v/w/0/meta.json"):
         read_campaign(tmp_path).runs[0].meta
+
+
+def _synced_around(monkeypatch, renamed_to: Path, action) -> tuple[set[str], set[str]]:
+    """Paths fsynced before and after the rename (os.rename or os.replace) onto
+    ``renamed_to`` while ``action()`` runs."""
+    before, after, seen = set(), set(), []
+    real_fsync, real_rename, real_replace = os.fsync, os.rename, os.replace
+
+    def fsync(fd):
+        (after if seen else before).add(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    def renaming(real):
+        def rename(src, dst, *args, **kwargs):
+            result = real(src, dst, *args, **kwargs)
+            if Path(dst) == renamed_to:
+                seen.append(src)
+            return result
+        return rename
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", renaming(real_rename))
+    monkeypatch.setattr(os, "replace", renaming(real_replace))
+    action()
+    monkeypatch.undo()
+    assert seen, f"nothing was renamed to {renamed_to}"
+    return before, after
+
+
+def test_publish_syncs_every_file_and_directory_before_the_rename(tmp_path, monkeypatch):
+    store = CampaignStore(tmp_path / "c")
+    key = RunKey("v", "w", 0)
+    scratch = store.scratch(key)
+    (scratch / "trace.dat").write_bytes(b"t" * 4096)
+    (scratch / "wa-output" / "job" / "logs").mkdir(parents=True)
+    (scratch / "wa-output" / "result.json").write_text("{}")
+    (scratch / "wa-output" / "job" / "logs" / "run.log").write_text("log")
+    (scratch / "wa-output" / "empty").mkdir()
+    result = RunResult("c", "v", "w", 0, "ok", None, [])
+    expected = {str(p) for p in [scratch, *scratch.rglob("*")]}
+    expected |= {str(scratch / "meta.json"), str(scratch / "result.json")}
+    final = store.run_dir(key)
+
+    before, after = _synced_around(monkeypatch, final, lambda: store.publish(key, {}, result, scratch))
+    assert sorted(expected - before) == []
+    # the rename itself is made durable: the directories holding the run are synced after it
+    assert {str(final.parent), str(final.parent.parent), str(store.runs_dir)} <= after
+    assert (final / "wa-output" / "job" / "logs" / "run.log").read_text() == "log"
+
+
+def test_spec_copy_is_synced(tmp_path, monkeypatch):
+    store = CampaignStore(tmp_path / "c")
+    before, after = _synced_around(monkeypatch, store.spec_copy, lambda: store.write_spec_copy("name: c\n"))
+    assert str(store.spec_copy) + ".part" in before  # the new copy's bytes, before it replaces the old
+    assert str(store.root) in after                  # and the directory entry, after
+    assert store.spec_copy.read_text() == "name: c\n"
+
+
+def _campaign_with_runs(root: Path, n: int = 3) -> CampaignStore:
+    (root).mkdir(parents=True)
+    (root / "campaign.yml").write_text(f"name: c\ntarget: t.yml\niterations: {n}\nvariants:\n  - name: v\n"
+                                       "workloads:\n  - name: w\n    kind: rtapp\n    duration-s: 1\n"
+                                       "    tasks: {t: {duty-cycle-pct: 10, period-ms: 10}}\n")
+    store = CampaignStore(root)
+    for i in range(n):
+        store.publish(RunKey("v", "w", i), {}, RunResult("c", "v", "w", i, "ok", None,
+                                                         [Metric("lat", float(i), "us", True)]))
+    return store
+
+
+def test_truncated_result_is_listed_and_repaired_not_fatal(tmp_path):
+    store = _campaign_with_runs(tmp_path / "c")
+    bad = store.run_dir(RunKey("v", "w", 1)) / "result.json"
+    bad.write_bytes(bad.read_bytes()[:40])  # a crash mid-write of an older runner, a full disk, ...
+    with pytest.raises(SpecError, match=r"runs/v/w/1/result.json.*not valid JSON.*status --repair"):
+        read_campaign(store.root)
+
+    status = campaign_status(store.root)
+    assert [b.label for b in status.damaged] == ["v/w/1"]
+    assert [str(k) for k in status.done] == ["v/w/0", "v/w/2"] and not status.missing
+    text = status.render()
+    assert "1 damaged" in text and "damaged  v/w/1" in text and "--repair" in text
+
+    repaired = campaign_status(store.root, repair=True)
+    moved = store.quarantine_dir / "v" / "w" / "1"
+    assert (moved / "result.json").is_file() and not store.run_dir(RunKey("v", "w", 1)).exists()
+    assert [str(k) for k in repaired.missing] == ["v/w/1"] and not repaired.damaged
+    assert f"moved the damaged run v/w/1 aside to {moved}" in repaired.render()
+    assert [r.iteration for r in read_campaign(store.root).runs] == [0, 2]  # the others are kept
+
+    # a second damaged copy of the same run does not overwrite the first one moved aside
+    store.scratch(RunKey("v", "w", 1))
+    (store.runs_dir / "v" / "w" / ".tmp-1").rename(store.run_dir(RunKey("v", "w", 1)))
+    assert campaign_status(store.root, repair=True).repaired[0][1] == moved.with_name("1-1")
+
+
+def test_journal_of_a_published_run_is_reported_as_kept(tmp_path):
+    from lisa_ext.campaign.recovery import undo_stopped_run
+    from lisa_ext.campaign.session import TargetSession
+
+    class NoTarget:  # what undo asks a target when the journal lists no process, knob or instance
+        def execute(self, command, **kwargs):
+            return ""
+
+    store = _campaign_with_runs(tmp_path / "c", n=1)
+    session = TargetSession(NoTarget(), store.journal)
+    session.begin("/tmp/x", run="v/w/0", tmp=str(store.runs_dir / "v/w/.tmp-0"))
+    assert campaign_status(store.root).interrupted == "v/w/0"
+    assert undo_stopped_run(session, store) == [
+        "kept the run v/w/0: it was complete and published when the runner stopped"]
+    assert store.journal.read() is None
+    session.begin("/tmp/x", run="v/w/1", tmp=str(store.runs_dir / "v/w/.tmp-1"))
+    assert undo_stopped_run(session, store) == ["discarded the partial run v/w/1"]

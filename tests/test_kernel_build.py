@@ -110,6 +110,26 @@ def test_second_build_is_a_cache_hit(baseline):
     assert "variant baseline: cached" in r.stdout
 
 
+def test_status_says_which_variants_share_the_baseline_build(baseline, tmp_path):
+    """`kernel status` of the iowait-boost campaign: menu-boost and teo-boost are one build
+    (their specs differ by cmdline only), found in the cache without building; a variant with
+    a patch no build has seen is not built."""
+    r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "status", "notebooks/iowait-boost.yml"],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    lines = {line.split()[0]: line for line in r.stdout.splitlines()}
+    assert lines["iowait-boost/menu-boost"].split()[1:3] == ["built", baseline.hash[:12]]
+    assert lines["iowait-boost/teo-boost"].split()[1:3] == ["built", baseline.hash[:12]]
+    assert "one build with iowait-boost/menu-boost" in lines["iowait-boost/teo-boost"]
+    patch = tmp_path / "0001-unseen.diff"
+    patch.write_text(f"# {uuid.uuid4().hex}\n")
+    spec = tmp_path / "unseen.yml"
+    spec.write_text(f"name: unseen\nbase: debian\npatches: [{patch}]\nconfigs: [{REPO}/kernels/configs/vboard.config]\n")
+    r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "status", str(spec)],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 1 and r.stdout.split()[:2] == ["unseen", "not"], r.stdout + r.stderr
+    assert f"lisa-ext kernel build {spec}" in r.stdout
+
+
 def test_one_file_patch_rebuilds_incrementally(baseline, tmp_path):
     """A variant differing by a one-file patch recompiles that file, not the kernel."""
     symbol = f"lisa_ext_probe_{uuid.uuid4().hex[:12]}"

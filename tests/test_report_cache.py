@@ -53,7 +53,6 @@ def test_cached_and_parallel_reports_are_byte_identical(tmp_path, monkeypatch):
         raise AssertionError("a warm report drew a figure or analysed a trace")
 
     monkeypatch.setattr(figures, "_draw_files", forbidden)
-    monkeypatch.setattr(figures, "_draw_html", forbidden)
     monkeypatch.setattr(build, "map_traces", forbidden)  # the one way to trace work
     warm = _files(build_report(SAMPLE, ReportOptions(baseline="system", out=tmp_path / "warm",
                                                      jobs=1)))
@@ -62,3 +61,36 @@ def test_cached_and_parallel_reports_are_byte_identical(tmp_path, monkeypatch):
     for name, data in plain.items():
         assert cold[name] == data, f"{name}: the cold-cache, parallel report differs"
         assert warm[name] == data, f"{name}: the warm-cache report differs"
+
+
+def test_fast_figures_draw_the_holoviews_figures_numbers(tmp_path):
+    """The report draws its own figures with matplotlib/bokeh directly (lisa_ext.report.drawing)
+    instead of exporting the holoviews objects notebooks use: same bars, whiskers and dots."""
+    import holoviews as hv
+
+    from lisa_ext.report import drawing
+    from lisa_ext.report.build import _figures
+    from lisa_ext.report.campaign import metrics_frame, read_campaign
+    from lisa_ext.stats.compare import compare
+
+    if not SAMPLE.is_dir():
+        pytest.skip("data/samples/wq-affinity is not in this checkout")
+    campaign = read_campaign(SAMPLE)
+    metrics = metrics_frame(campaign)
+    specs = [s for s in _figures(campaign, metrics, compare(metrics, "system"), build._TraceData([], {}, {}))
+             if s.builder is figures.metric_bars_figure]
+    assert len(specs) > 10
+    for spec in specs[:5]:
+        fig = drawing.MPL[spec.builder.__name__](*spec.args)
+        ax = fig.axes[0]
+        heights = [p.get_height() for p in ax.patches]
+        bars = spec.build().Bars.I.data if hasattr(spec.build(), "Bars") else None
+        expected = drawing.bars_frame(spec.args[0])["mean"].tolist()
+        assert heights == pytest.approx(expected)
+        if bars is not None:
+            assert bars["mean"].tolist() == pytest.approx(expected)
+        dots = ax.collections[-1].get_offsets()[:, 1]
+        assert sorted(dots) == pytest.approx(sorted(spec.args[3]["value"]))
+        model = drawing.BOKEH[spec.builder.__name__](*spec.args)
+        assert model.title.text == spec.args[1]
+    assert isinstance(hv.Store.current_backend, str)

@@ -261,3 +261,17 @@ def test_a_metric_without_means_draws_its_runs_without_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         for block in (cmp, cmp.assign(mean=np.nan)):
             hv.render(figures.metric_bars_figure(block, "t", "u", runs), backend="matplotlib")
+
+
+def test_the_specs_report_settings_are_the_defaults(tmp_path):
+    root = tmp_path / "c"
+    for i, v in enumerate([1.0, 1.1, 0.9]):  # store-reading check, values are not measurements
+        _write_run(root, "a", i, _ok("a", i, v))
+        _write_run(root, "b", i, _ok("b", i, v * 2))
+    (root / "campaign.yml").write_text("name: c\nvariants:\n  - name: a\n  - name: b\n"
+                                       "workloads:\n  - name: w\nreport: {baseline: b, mean: gmean, alpha: 0.1}\n")
+    readme = _report(root, "--no-traces", "--no-html")["README.md"].decode()
+    assert "Baseline `b`" in readme and "alpha=0.1" in readme and "Mean: gmean" in readme
+    # an option given on the command line wins over the spec
+    readme = _report(root, "--no-traces", "--no-html", "--baseline", "a")["README.md"].decode()
+    assert "Baseline `a`" in readme and "Mean: gmean" in readme

@@ -10,6 +10,8 @@ import pytest
 from lisa_ext import study
 from lisa_ext.campaign.spec import load_spec
 
+import page_check
+
 STUDIES = [s for s in study.list_studies() if s.name != "quickstart"]
 RFC_STUDIES = {"iowait-boost", "wq-affinity", "teo-util", "ondemand-bursty", "idle-gating"}
 #: studies of no RFC: what only a platform here can show (eas: the arm64 board)
@@ -78,6 +80,9 @@ def test_wq_affinity_notebook_runs_on_the_board_sample_campaign(tmp_path):
     assert not [c for c in executed.cells for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert (tmp_path / "report" / "kcryptd-locality.png").is_file()
     assert list((tmp_path / "report").glob("explorer_*.html"))
+    check = page_check.check_page(html, smoke=True)
+    assert check.seen["svg_figures"] and check.seen["bokeh_plots"] and check.seen["tables"] >= 5, check.seen
+    assert not check.findings, f"what a reader trips over on the page:\n{check.report()}"
 
 
 def test_unknown_study_is_a_clear_error():

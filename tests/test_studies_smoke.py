@@ -3,13 +3,15 @@
 Each study's campaign runs on its platform (the virtual board; kernel variants built or
 taken from the cache and deployed by the runner), its report is written and its notebook
 executed into HTML. The page must hold the RFC's tables with ours beside them, no Python
-warning, log line or traceback, and every cell the study's module fills at full size must
-be filled at smoke size too (the smoke: sections are sized for that).
+warning, log line or traceback, every cell the study's module fills at full size must
+be filled at smoke size too (the smoke: sections are sized for that), and the page check
+(tests/page_check.py, headless Chromium) must find nothing a reader would trip over.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -19,8 +21,12 @@ import pandas as pd
 import pytest
 
 from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store import read_campaign
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.study import find_study
+from lisa_ext.trace.cli import stats
+from perfetto_check import decode
+import page_check
 from vboard_helpers import BASELINE, REPO, require_board_capabilities
 from workload_tools import install_built_tools
 
@@ -40,11 +46,12 @@ NOISE = re.compile(r"Traceback|Warning:|WARNING|ERROR|DeprecationWarning|Runtime
 def board():
     require_board_capabilities()
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard
 
     board = VirtualBoard()
     # the runner connects to the board before deploying a study's kernels: bring it up first
-    deploy_variant(board, BASELINE)
+    deploy_variant(BoardTarget(board), BASELINE)
     # ondemand-bursty's sleeping ebizzy is not packaged: build it from ../shared/src and push
     # it, as a user does; the runner's kernel deploys (kexec) keep the board's disk
     from lisa_ext.target import connect
@@ -87,3 +94,30 @@ def test_study_runs_at_smoke_size(name, board, tmp_path):
     for table_id, ours in tables.items():
         assert rfc.table(table_id).title.split(" (")[0] in page
         assert isinstance(ours, pd.DataFrame) and ours.notna().any().any(), f"{name}/{table_id}: all empty"
+    # what a reader of the page trips over, in headless Chromium (tests/page_check.py)
+    check = page_check.check_page(html, smoke=True)
+    assert check.seen["tables"] and (check.seen["svg_figures"] or check.seen["bokeh_plots"]), check.seen
+    assert not check.findings, f"{name}: what a reader trips over on the page:\n{check.report()}"
+    _check_perfetto_export(data, tmp_path)
+
+
+def _check_perfetto_export(data: Path, tmp_path: Path) -> None:
+    """A traced run of the study exports to Perfetto and decodes with Perfetto's protos:
+    every event, in order per CPU, and the findings its trace allows (a few seconds)."""
+    run = next(r for r in read_campaign(data).ok_runs if r.trace is not None)
+    out = tmp_path / "run.pftrace"
+    proc = subprocess.run([str(LISA_EXT), "trace", "export", "--perfetto", str(run.path), "-o", str(out)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    decoded, expected = decode(out), stats(run.trace)
+    assert dict(decoded.events) == {k: v for k, v in expected["events"].items() if v}
+    assert decoded.monotonic_per_cpu() and decoded.num_cpus == expected["cpus"]
+    groups = {name for name, parent, _ in decoded.tracks.values() if parent is None}
+    events = {e for e, n in expected["events"].items() if n}
+    if "cpu_idle_miss" in events:
+        assert "idle misses" in groups, proc.stderr
+    if "sched_switch" in events and events & {"sched_waking", "sched_wakeup"}:
+        assert "wake-up latency" in groups, proc.stderr
+    energy = json.loads((run.path / "meta.json").read_text()).get("energy") or {}
+    if energy.get("model") and {"cpu_frequency", "cpu_idle"} <= events:
+        assert "power (estimate)" in groups, proc.stderr

@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import lisa_ext.trace as trace_pkg
+import lisa_ext.trace.read as trace_read
 from lisa_ext.errors import UserError
+from lisa_ext.report import cache as report_cache
 from lisa_ext.trace import cache as trace_cache
 from lisa_ext.trace import read_trace
 
@@ -35,7 +36,7 @@ def no_decoding(monkeypatch):
         def fail(*args, **kwargs):
             raise AssertionError(f"trace decoded again instead of read from the cache: {args[:1]}")
 
-        monkeypatch.setattr(trace_pkg, "_read_uncached", fail)
+        monkeypatch.setattr(trace_read, "read_uncached", fail)
 
     return forbid
 
@@ -117,7 +118,7 @@ def test_damaged_entry_is_rebuilt(tmp_path, cache_root):
 
 def test_cache_location(monkeypatch, tmp_path):
     monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "elsewhere"))
-    assert trace_cache.cache_dir() == tmp_path / "elsewhere"
+    assert trace_cache.cache_dir() == tmp_path / "elsewhere" / "traces"  # the root, as everywhere
     monkeypatch.delenv("LISA_EXT_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert trace_cache.cache_dir() == tmp_path / "home" / ".cache" / "lisa-ext" / "traces"
@@ -127,3 +128,26 @@ def test_uncached_read_writes_nothing(tmp_path, cache_root):
     tables = read_trace(shared_trace("public/lisa/trace_idle.dat"), cache=False)
     assert "cpu_idle" in tables and "cache" not in tables.meta
     assert not cache_root.exists()
+
+
+def test_a_file_is_hashed_once_per_process(tmp_path, cache_root, monkeypatch):
+    """The trace cache and the report's caches key on one digest of the file, computed once
+    (until the file changes); it used to be hashed by each of them on every lookup."""
+    path = tmp_path / "t.dat"
+    shutil.copyfile(shared_trace("local/fio_randread_2cpu_v7.dat"), path)
+    opened = []
+    real_open = open
+
+    def counting_open(file, *args, **kwargs):
+        if str(file) == str(path.resolve()):
+            opened.append(file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(trace_cache, "open", counting_open, raising=False)
+    trace_cache._DIGESTS.clear()
+    keys = {trace_cache.content_key(path), trace_cache.content_key(path)}
+    report_cache.trace_key(path)
+    report_cache.load_findings(path)
+    assert len(keys) == 1 and len(opened) == 1
+    path.write_bytes(path.read_bytes()[:-1])  # changed: hashed again, another key
+    assert trace_cache.content_key(path) not in keys and len(opened) == 2

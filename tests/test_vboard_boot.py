@@ -25,11 +25,12 @@ def artefacts():
 @pytest.fixture(scope="module")
 def booted(artefacts):
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard
 
     board = VirtualBoard()
     board.down()
-    provenance = deploy_variant(board, BASELINE, method="boot")
+    provenance = deploy_variant(BoardTarget(board), BASELINE, method="boot")
     yield board, provenance
     board.down()
 
@@ -77,24 +78,23 @@ def test_guest_has_emulated_idle_states_and_opps(booted):
 
 
 def test_lisa_reaches_the_board_through_the_target_config(booted):
-    from lisa_ext.compat import import_lisa
+    from lisa_ext.target import connect
 
     board, _ = booted
-    lisa_target = import_lisa("lisa.target")
-    conf = lisa_target.TargetConf.from_yaml_map(str(REPO / "target-configs" / "vboard.yml"))
-    target = lisa_target.Target.from_conf(conf)
+    target = connect(REPO / "target-configs" / "vboard.yml")  # the pinned key, no prompt
     assert target.execute("uname -r").strip() == guest(board, "uname -r").strip()
     assert target.number_of_cpus == 4
 
 
 def test_kexec_switches_to_the_patched_variant(artefacts, booted):
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
 
     board, _ = booted
     patched = artefacts[1]
     boot_id = guest(board, "cat /proc/sys/kernel/random/boot_id").strip()
     qemu_pid = board.status()["pid"]
-    provenance = deploy_variant(board, PATCHED, method="kexec")
+    provenance = deploy_variant(BoardTarget(board), PATCHED, method="kexec")
     assert provenance["method"] == "kexec"
     assert board.status()["pid"] == qemu_pid  # same QEMU: the guest rebooted itself
     assert guest(board, "cat /proc/sys/kernel/random/boot_id").strip() != boot_id
@@ -104,3 +104,56 @@ def test_kexec_switches_to_the_patched_variant(artefacts, booted):
     loaded = guest(board, "cut -d' ' -f1 /proc/modules").split()
     for module in patched.modules:
         assert module.name in loaded
+
+
+def test_a_board_presenting_another_key_is_refused_on_every_path(booted, tmp_path):
+    """The board's pin replaced by another ed25519 key (as if another machine answered on its
+    port): every way lisa-ext reaches it is refused before a command runs there. The wire-level
+    proof that nothing is sent (no password, no command) is test_hostkeys.py's."""
+    import subprocess
+    import threading
+
+    from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.ssh import HostKeyError
+    from lisa_ext.target import connect, open_target
+    from lisa_ext.vboard.rootfs import known_hosts_pin_path
+
+    board, _ = booted
+    config = REPO / "target-configs" / "vboard.yml"
+    lisa = connect(config)
+    target = open_target(config)
+    assert target.execute("echo ok").strip() == "ok"
+    guest(board, "rm -rf /tmp/lisa-ext-kexec /tmp/lisa-ext-marker-*")
+    boot_id = guest(board, "cat /proc/sys/kernel/random/boot_id")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    other = (tmp_path / "other.pub").read_text().split()[:2]
+    pin = known_hosts_pin_path()
+    saved = pin.read_text()
+    pin.write_text(f"lisa-ext-vboard {other[0]} {other[1]}\n")
+    refused = []
+    try:
+        # the OpenSSH client: the board's commands and a kexec deploy
+        with pytest.raises(HostKeyError, match="HAS CHANGED"):
+            target.execute("touch /tmp/lisa-ext-marker-ssh")
+        with pytest.raises(HostKeyError):
+            deploy_variant(open_target(config), PATCHED, method="kexec")
+        # paramiko as devlib uses it: a new LISA connection, a reconnect, a per-thread connection
+        with pytest.raises(HostKeyError):
+            connect(config)
+        with pytest.raises(HostKeyError):
+            lisa.connect()
+
+        def per_thread():
+            try:
+                lisa.execute("touch /tmp/lisa-ext-marker-thread")
+            except HostKeyError as exc:
+                refused.append(exc)
+
+        thread = threading.Thread(target=per_thread)
+        thread.start()
+        thread.join(120)
+    finally:
+        pin.write_text(saved)
+    assert len(refused) == 1
+    assert guest(board, "ls -d /tmp/lisa-ext-marker-* /tmp/lisa-ext-kexec 2>/dev/null; true").strip() == ""
+    assert guest(board, "cat /proc/sys/kernel/random/boot_id") == boot_id

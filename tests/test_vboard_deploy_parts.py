@@ -1,6 +1,6 @@
 """lisa_ext.kernel.deploy pieces that need no guest: knobs, module lists, the kexec
 modules tarball, the provenance checks. Knobs are written by a real shell on real
-files (a local stand-in for the target's shell)."""
+files (a local stand-in for the target's ``execute``)."""
 
 import subprocess
 import tarfile
@@ -11,18 +11,17 @@ import pytest
 
 from lisa_ext.kernel import deploy
 from lisa_ext.kernel.spec import ModuleLoad
-from lisa_ext.vboard.rootfs import MODULES_LOAD_FILE
+from lisa_ext.staged_modules import MODULES_LOAD_FILE, modules_tarball
+from lisa_ext.target import TargetCommandError
+from lisa_ext.target.ssh_target import merge_cmdline
 
 
 class LocalShell:
-    def run(self, command, *, timeout=600):
+    def execute(self, command, *, as_root=False, timeout=600, check_exit_code=True):
         proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=timeout)
-        if proc.returncode:
-            raise deploy.DeployError(proc.stderr)
+        if proc.returncode and check_exit_code:
+            raise TargetCommandError(proc.stderr)
         return proc.stdout
-
-    def push(self, local, remote):
-        Path(remote).write_bytes(Path(local).read_bytes())
 
 
 @dataclass
@@ -60,8 +59,8 @@ class _Readback:
     def __init__(self, shell, value):
         self.shell, self.value = shell, value
 
-    def run(self, command, *, timeout=600):
-        out = self.shell.run(command, timeout=timeout)
+    def execute(self, command, **kwargs):
+        out = self.shell.execute(command, **kwargs)
         # a read, alone or after the write it checks, answers the clamped value
         if command.startswith("cat ") or " && cat " in command:
             return self.value + "\n"
@@ -114,8 +113,7 @@ def test_modules_to_load_follow_the_spec(tmp_path):
 
 def test_kexec_modules_tarball(tmp_path):
     modules_dir, release = _staged(tmp_path)
-    tarball = deploy._modules_tarball(Artefacts(modules_dir, release), tmp_path / "m.tar.gz",
-                                      ["lisa_emu_cpuidle table=rk3399"])
+    tarball = modules_tarball(modules_dir, release, ["lisa_emu_cpuidle table=rk3399"], tmp_path / "m.tar.gz")
     with tarfile.open(tarball) as tar:
         names = set(tar.getnames())
         assert {"modules.dep", "extra/lisa_emu_cpuidle.ko", MODULES_LOAD_FILE} <= names
@@ -135,3 +133,10 @@ def test_verify_names_each_mismatch():
 def test_unknown_method_is_refused():
     with pytest.raises(deploy.UserError, match="not one of"):
         deploy.deploy_artefacts(object(), object(), method="flash")
+
+
+def test_kexec_command_line_replaces_what_the_variant_sets_again():
+    base = "console=ttyS0 root=/dev/vda cpuidle.governor=teo quiet"
+    assert merge_cmdline(base, "cpuidle.governor=menu") == "console=ttyS0 root=/dev/vda quiet cpuidle.governor=menu"
+    assert merge_cmdline(base, "") == base
+    assert merge_cmdline("a=1 b", "b c=2") == "a=1 b c=2"

@@ -95,11 +95,12 @@ def fio_wakeups(events: list[ref.Event]) -> FioWakeups:
 def campaign(tmp_path_factory):
     require_board_capabilities()
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard
 
     board = VirtualBoard()
     # the runner connects to the board before deploying anything: bring it up first
-    deploy_variant(board, BASELINE)
+    deploy_variant(BoardTarget(board), BASELINE)
     out = tmp_path_factory.mktemp("vboard-e2e") / "campaign"
     proc = subprocess.run([str(LISA_EXT), "campaign", "run", str(CAMPAIGN), "--out", str(out), "--no-progress"],
                           capture_output=True, text=True, cwd=REPO, timeout=3600)

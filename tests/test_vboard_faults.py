@@ -77,11 +77,12 @@ workloads:
 def faulty_campaign(tmp_path_factory):
     require_board_capabilities()
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard
 
     tmp_path = tmp_path_factory.mktemp("vboard-faults")
     board = VirtualBoard()
-    deploy_variant(board, BASELINE)
+    deploy_variant(BoardTarget(board), BASELINE)
     out = tmp_path / "campaign"
     spec = _spec(tmp_path, _panicking_variant(tmp_path))
     t0 = time.monotonic()

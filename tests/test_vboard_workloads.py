@@ -29,11 +29,12 @@ def board_conf(tmp_path_factory):
     require_sources()
     from lisa_ext.kernel.deploy import deploy_variant
     from lisa_ext.target import connect
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import BoardSettings, VirtualBoard
     from lisa_ext.vboard.rootfs import ssh_key_path
 
     board = VirtualBoard(BoardSettings(ssh_port=0))
-    deploy_variant(board, BASELINE)
+    deploy_variant(BoardTarget(board), BASELINE)
     conf = tmp_path_factory.mktemp("vboard-workloads") / "board.yml"
     conf.write_text(f"""\
 target-conf:
@@ -43,7 +44,6 @@ target-conf:
     port: {board.status()["ssh_port"]}
     username: root
     keyfile: {ssh_key_path()}
-    strict-host-check: false
     workdir: /root/lisa
 """)
     install_built_tools(connect(conf))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from campaign_helpers import LISA_EXT, LOCAL_TARGET, require_live, write_spec
-from workload_tools import install_built_tools
+from workload_tools import SOURCES, install_built_tools
 
 pytestmark = pytest.mark.live
 
@@ -149,7 +150,11 @@ def test_missing_binary_stops_before_the_first_run(tmp_path, installed):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "schbench (workload sch) is not installed on the target" in lines[0]
-    assert "lisa-ext campaign tool install schbench --src DIR --target TARGET.yml" in lines[0]
+    # the command to paste, from where the user is: the shipped sources, the spec's target
+    command = re.search(r"lisa-ext campaign tool install schbench --src (\S+) --target (\S+)$", lines[0])
+    assert command, lines[0]
+    assert (tmp_path / command[1]).resolve() == SOURCES["schbench"].resolve()
+    assert (tmp_path / command[2]).resolve() == LOCAL_TARGET.resolve()
     assert not (tmp_path / "out" / "runs").exists()
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from campaign_helpers import write_spec
+from campaign_helpers import REPO, write_spec
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.tools import build_tool, missing_tool_hint
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS, make_workload
@@ -33,16 +34,16 @@ def test_every_kind_is_registered():
 @pytest.mark.parametrize("workload, key, message", [
     ("    kind: schbench\n    runtime: 5\n", "workloads[0].runtime", "unknown key; allowed here: name, kind, runtime-s"),
     ("    kind: schbench\n    message-threads: 2\n", "workloads[0].runtime-s", "missing required key"),
-    ("    kind: schbench\n    runtime-s: 0\n", "workloads[0].runtime-s", "must be a positive integer"),
+    ("    kind: schbench\n    runtime-s: 0\n", "workloads[0].runtime-s", "expected an integer from 1 to 86400"),
     ("    kind: ebizzy\n    duration-s: 5\n    target-util-pct: 20\n    sleep-after-records: 100\n",
      "workloads[0].sleep-after-records", "not allowed with target-util-pct"),
-    ("    kind: ebizzy\n    duration-s: 5\n    sleep-us: 0\n", "workloads[0].sleep-us", "must be positive"),
+    ("    kind: ebizzy\n    duration-s: 5\n    sleep-us: 0\n", "workloads[0].sleep-us", "expected an integer from 1 to 60000000"),
     ("    kind: ebizzy\n    duration-s: 5\n    target-util-pct: 100\n", "workloads[0].target-util-pct",
-     "must be in (0, 100)"),
+     "expected a number from 0.1 to 99.9"),
     ("    kind: pgbench\n    duration-s: 5\n    server-settings: {port: 5433}\n", "workloads[0].server-settings",
      "set by lisa-ext itself"),
     ("    kind: pgbench\n    duration-s: 5\n    clients: two\n", "workloads[0].clients", "expected integer"),
-    ("    kind: cyclictest\n    duration-s: 5\n    priority: 120\n", "workloads[0].priority", "must be 1-99"),
+    ("    kind: cyclictest\n    duration-s: 5\n    priority: 120\n", "workloads[0].priority", "expected an integer from 1 to 99"),
     ("    kind: hackbench\n    mode: fibre\n", "workloads[0].mode", "must be process or thread"),
     ("    kind: fio\n    options: {rw: read}\n    dm-crypt: {backing: loop, flags: [fast]}\n",
      "workloads[0].dm-crypt.flags", "allowed: same_cpu_crypt"),
@@ -52,7 +53,7 @@ def test_every_kind_is_registered():
      "workloads[0].options.filename", "not allowed with dm-crypt"),
     ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, policy: SCHED_RR, priority: 0}}\n",
      "workloads[0].tasks.t.priority", "must be in 1..99 for SCHED_RR"),
-    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, priority: -21}}\n",
+    ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, priority: 20}}\n",
      "workloads[0].tasks.t.priority", "must be in -20..19 for SCHED_OTHER"),
     ("    kind: rtapp\n    duration-s: 1\n    tasks: {t: {duty-cycle-pct: 5, period-ms: 2, policy: RR}}\n",
      "workloads[0].tasks.t.policy", "'RR' is not one of: SCHED_OTHER"),
@@ -85,9 +86,19 @@ def test_commands_built_from_options(tmp_path):
     assert set(make_workload(spec.workloads[0]).TOOLS) >= {"fio", "dmsetup", "losetup"}
 
 
-def test_missing_tool_hints():
-    assert "lisa-ext campaign tool install schbench --src DIR" in missing_tool_hint("schbench")
-    assert "install-system-packages.sh" in missing_tool_hint("pgbench")
+def test_missing_tool_hints(tmp_path, monkeypatch):
+    # the command to paste: the sources shipped beside the workbench, the spec's own target
+    conf = tmp_path / "my board.yml"
+    monkeypatch.chdir(tmp_path)
+    hint = missing_tool_hint("schbench", conf)
+    command = re.search(r"lisa-ext campaign tool install schbench --src (.+) --target 'my board.yml'$", hint)
+    assert command, hint
+    shared = REPO.parent / "shared" / "src" / "schbench"
+    if (shared / "schbench.c").is_file():
+        assert (tmp_path / command[1]).resolve() == shared.resolve()
+    else:
+        assert command[1] == "<a checkout of github masoncl/schbench>"
+    assert "install-system-packages.sh" in missing_tool_hint("pgbench", conf)
 
 
 def test_build_refuses_a_wrong_source_tree(tmp_path):

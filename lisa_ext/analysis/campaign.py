@@ -20,7 +20,7 @@ import pandas as pd
 
 from lisa_ext.analysis.registry import by_cli_name
 from lisa_ext.analysis import platform as plat
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store import traced_runs
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.trace import load_trace
@@ -67,10 +67,7 @@ def analyse_campaign(cli_name: str, campaign_dir: str | os.PathLike,
     """Analysis ``cli_name`` on every successful traced run of a campaign, in
     the store's run order (runs without a trace are left out)."""
     by_cli_name(cli_name)  # a bad name fails here, not on every worker
-    campaign = read_campaign(campaign_dir)
-    runs = [r for r in campaign.ok_runs if r.trace is not None]
-    if not runs:
-        raise UserError(f"{campaign.root}: no successful run has a trace")
+    campaign, runs = traced_runs(campaign_dir)
     task = partial(analyse_run, cli_name=cli_name, options=dict(options or {}),
                    platform=platform)
     results = map_traces(task, [str(r.trace) for r in runs], scheduler=scheduler)

@@ -96,6 +96,13 @@ class EnergyAnalysis(StudyAnalysis):
         * ``state``: the idle state, or ``BUSY`` (-1) when not idle
         * ``time_s``: seconds spent so
         """
+        seg = self._segments(window)
+        out = seg.groupby(["cpu", "freq_khz", "state"], sort=True)["time_s"].sum().reset_index()
+        return out.astype({"cpu": "int64", "freq_khz": "int64", "state": "int64", "time_s": "float64"})
+
+    def _segments(self, window: tuple[float, float] | None) -> pd.DataFrame:
+        """Every CPU's (freq, state) segments over :meth:`window` (see :func:`_cpu_segments`),
+        with a ``cpu`` column, CPU by CPU in time order."""
         start, end = self.window(window)
         freq = self.trace.df_event("cpu_frequency")
         idle = self.trace.df_event("cpu_idle")
@@ -106,10 +113,10 @@ class EnergyAnalysis(StudyAnalysis):
         for cpu in sorted(set(f_cpu.tolist()) | set(i_cpu.tolist())):
             ft, fv = f_t[f_cpu == cpu], f_val[f_cpu == cpu]
             it, iv = i_t[i_cpu == cpu], i_val[i_cpu == cpu]
-            rows.append(_cpu_residency(cpu, ft, fv, it, iv, start, end))
-        out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-            {"cpu": [], "freq_khz": [], "state": [], "time_s": []})
-        return out.astype({"cpu": "int64", "freq_khz": "int64", "state": "int64", "time_s": "float64"})
+            rows.append(_cpu_segments(ft, fv, it, iv, start, end).assign(cpu=cpu))
+        if not rows:
+            return pd.DataFrame({"start": [], "freq_khz": [], "state": [], "time_s": [], "cpu": []})
+        return pd.concat(rows, ignore_index=True)
 
     def _fill_missing_frequencies(self, residency: pd.DataFrame, model: EnergyModel) -> pd.DataFrame:
         """CPUs without a ``cpu_frequency`` event (``freq_khz`` 0) take their cluster's first one."""
@@ -139,22 +146,23 @@ class EnergyAnalysis(StudyAnalysis):
         if isinstance(model, str):
             model = resolve_model(model)
         df = self._fill_missing_frequencies(self.df_residency(window), model)
-        cluster = [model.cluster_of(int(c)) for c in df["cpu"]]
-        power = np.empty(len(df))
-        for i, (name, f, s) in enumerate(zip(cluster, df["freq_khz"].to_numpy(), df["state"].to_numpy())):
-            table = model.clusters[name]
-            if s == BUSY:
-                if f not in table.opp_mw:
-                    raise UserError(f"{model.source}: cluster {name!r} has no power for frequency {f} kHz "
-                                    f"(opp_mw has {sorted(table.opp_mw)})")
-                power[i] = table.opp_mw[f]
-            else:
-                if s not in table.idle_mw:
-                    raise UserError(f"{model.source}: cluster {name!r} has no power for idle state {s} "
-                                    f"(idle_mw has {sorted(table.idle_mw)})")
-                power[i] = table.idle_mw[s]
-        out = df.assign(cluster=cluster, power_mw=power, energy_mj=df["time_s"].to_numpy() * power)
+        out = _priced(df, model)
         return out[list(RESIDENCY_COLUMNS)]
+
+    @df_residency.used_events
+    def df_power_timeline(self, model: EnergyModel | str,
+                          window: tuple[float, float] | None = None) -> pd.DataFrame:
+        """Each CPU's estimated power over time, priced by ``model`` as
+        :meth:`df_residency_energy`: one row per change of a CPU's (frequency,
+        idle state), indexed by its start (s), holding until that CPU's next row
+        (its last until the window's end). Columns as :data:`RESIDENCY_COLUMNS`
+        (``time_s``: how long the row holds)."""
+        if isinstance(model, str):
+            model = resolve_model(model)
+        seg = self._fill_missing_frequencies(self._segments(window), model)
+        seg = seg.astype({"cpu": "int64", "freq_khz": "int64", "state": "int64"})
+        out = _priced(seg, model)
+        return out[list(RESIDENCY_COLUMNS)].set_index(pd.Index(seg["start"].to_numpy(float), name="Time"))
 
     @df_residency.used_events
     def df_energy(self, model: EnergyModel | str, by: str = "cpu",
@@ -221,10 +229,31 @@ class EnergyAnalysis(StudyAnalysis):
             stacked=True, title="energy (mJ)", ylabel="mJ")
 
 
-def _cpu_residency(cpu: int, ft: np.ndarray, fv: np.ndarray, it: np.ndarray, iv: np.ndarray,
-                   start: float, end: float) -> pd.DataFrame:
-    """Time per (freq, state) of one CPU in [start, end]; freq 0 when it has no
-    ``cpu_frequency`` event (filled per cluster by the caller)."""
+def _priced(df: pd.DataFrame, model: EnergyModel) -> pd.DataFrame:
+    """``df`` (``cpu``, ``freq_khz``, ``state``, ``time_s``) with ``cluster``,
+    ``power_mw`` and ``energy_mj`` from ``model``."""
+    cluster = [model.cluster_of(int(c)) for c in df["cpu"]]
+    power = np.empty(len(df))
+    for i, (name, f, s) in enumerate(zip(cluster, df["freq_khz"].to_numpy(), df["state"].to_numpy())):
+        table = model.clusters[name]
+        if s == BUSY:
+            if f not in table.opp_mw:
+                raise UserError(f"{model.source}: cluster {name!r} has no power for frequency {f} kHz "
+                                f"(opp_mw has {sorted(table.opp_mw)})")
+            power[i] = table.opp_mw[f]
+        else:
+            if s not in table.idle_mw:
+                raise UserError(f"{model.source}: cluster {name!r} has no power for idle state {s} "
+                                f"(idle_mw has {sorted(table.idle_mw)})")
+            power[i] = table.idle_mw[s]
+    return df.assign(cluster=cluster, power_mw=power, energy_mj=df["time_s"].to_numpy() * power)
+
+
+def _cpu_segments(ft: np.ndarray, fv: np.ndarray, it: np.ndarray, iv: np.ndarray,
+                  start: float, end: float) -> pd.DataFrame:
+    """One CPU's (freq, state) in force on each segment of [start, end] between its
+    events: ``start``, ``freq_khz`` (0 when it has no ``cpu_frequency`` event),
+    ``state``, ``time_s``."""
     initial_f = fv[0] if len(fv) else 0
     initial_s = (BUSY if iv[0] != BUSY else 0) if len(iv) else BUSY
     bounds = np.unique(np.concatenate([[start, end], ft, it]))
@@ -236,7 +265,14 @@ def _cpu_residency(cpu: int, ft: np.ndarray, fv: np.ndarray, it: np.ndarray, iv:
     ii = np.searchsorted(it, seg_start, side="right") - 1
     freq = np.where(fi >= 0, fv[np.maximum(fi, 0)] if len(fv) else 0, initial_f)
     state = np.where(ii >= 0, iv[np.maximum(ii, 0)] if len(iv) else BUSY, initial_s)
-    seg = pd.DataFrame({"freq_khz": freq, "state": state, "time_s": seg_len})
+    return pd.DataFrame({"start": seg_start, "freq_khz": freq, "state": state, "time_s": seg_len})
+
+
+def _cpu_residency(cpu: int, ft: np.ndarray, fv: np.ndarray, it: np.ndarray, iv: np.ndarray,
+                   start: float, end: float) -> pd.DataFrame:
+    """Time per (freq, state) of one CPU in [start, end]; freq 0 when it has no
+    ``cpu_frequency`` event (filled per cluster by the caller)."""
+    seg = _cpu_segments(ft, fv, it, iv, start, end)
     out = seg.groupby(["freq_khz", "state"], sort=True)["time_s"].sum().reset_index()
     out.insert(0, "cpu", cpu)
     return out

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ruamel.yaml import YAML, YAMLError
-
 from lisa_ext.errors import SpecError
+from lisa_ext.schema import load_yaml
 
 __all__ = [
     "IdleState",
@@ -91,6 +90,19 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
     return tuple(cpus)
 
 
+#: an idle state's exit latency or target residency, in us: cpuidle drivers declare up to tens of ms
+_MAX_US = 10_000_000
+#: CPU numbers a platform description may name
+_MAX_CPU = 4095
+
+
+def _time_ns(entry: Mapping, key: str) -> int:
+    us = float(entry[key])  # KeyError, TypeError, ValueError: the caller's messages
+    if not 0 <= us <= _MAX_US:  # also false for nan
+        raise ValueError(key)
+    return round(us * 1000)
+
+
 def _idle_table(path: Path, key: str, entries: Any) -> tuple[IdleState, ...]:
     if not isinstance(entries, list) or not entries:
         raise SpecError(path, key, "expected a non-empty list of idle states")
@@ -103,35 +115,32 @@ def _idle_table(path: Path, key: str, entries: Any) -> tuple[IdleState, ...]:
             table.append(
                 IdleState(
                     name=str(entry.get("name", f"state{i}")),
-                    exit_latency_ns=round(float(entry["exit-latency-us"]) * 1000),
-                    target_residency_ns=round(float(entry["target-residency-us"]) * 1000),
+                    exit_latency_ns=_time_ns(entry, "exit-latency-us"),
+                    target_residency_ns=_time_ns(entry, "target-residency-us"),
                     disabled=bool(entry.get("disabled", False)),
                 )
             )
         except KeyError as exc:
             raise SpecError(path, f"{where}.{exc.args[0]}", "missing (a number of microseconds)") from None
         except (TypeError, ValueError):
-            raise SpecError(path, where, "exit-latency-us and target-residency-us must be numbers") from None
+            raise SpecError(path, where, "exit-latency-us and target-residency-us must be numbers from 0 "
+                            f"to {_MAX_US} (us)") from None
     return tuple(table)
 
 
 def _cpu_groups(path: Path, key: str, value: Any) -> tuple[tuple[int, ...], ...]:
     if not isinstance(value, list) or not all(
-        isinstance(g, list) and all(isinstance(c, int) and c >= 0 for c in g) for g in value
+        isinstance(g, list) and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= _MAX_CPU
+                                    for c in g) for g in value
     ):
-        raise SpecError(path, key, "expected a list of CPU lists, e.g. [[0, 1], [2, 3]]")
+        raise SpecError(path, key, f"expected a list of CPU lists (CPUs 0 to {_MAX_CPU}), e.g. [[0, 1], [2, 3]]")
     return tuple(tuple(g) for g in value)
 
 
 def load_platform_yaml(path: str | os.PathLike) -> Platform:
     """Read a platform description (layout in the module docstring)."""
     path = Path(path)
-    try:
-        data = YAML(typ="safe").load(path.read_text()) or {}
-    except OSError as exc:
-        raise SpecError(path, "<file>", f"cannot read: {exc.strerror}") from None
-    except YAMLError as exc:
-        raise SpecError(path, "<file>", f"not valid YAML: {exc}") from None
+    data = load_yaml(path, "platform description") or {}
     if not isinstance(data, Mapping):
         raise SpecError(path, "<top>", "expected a mapping")
     known = {"idle-states", "idle-states-per-cpu", "clusters", "llc", "capacities", "source"}
@@ -147,8 +156,10 @@ def load_platform_yaml(path: str | os.PathLike) -> Platform:
     for cpu, table in per_cpu.items():
         try:
             cpu_nr = int(cpu)
-        except ValueError:
-            raise SpecError(path, f"idle-states-per-cpu.{cpu}", "expected a CPU number") from None
+            if not 0 <= cpu_nr <= _MAX_CPU:
+                raise ValueError(cpu)
+        except (TypeError, ValueError):
+            raise SpecError(path, f"idle-states-per-cpu.{cpu}", f"expected a CPU number from 0 to {_MAX_CPU}") from None
         platform.idle_states[cpu_nr] = _idle_table(path, f"idle-states-per-cpu.{cpu}", table)
     if "clusters" in data:
         platform.clusters = _cpu_groups(path, "clusters", data["clusters"])

@@ -36,6 +36,7 @@ from lisa_ext.analysis._frames import (
 )
 from lisa_ext.analysis._task_scan import switch_scan
 from lisa_ext.analysis.base import RunMetric, StudyAnalysis, records
+from lisa_ext.analysis.tasks import select_pids
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -86,24 +87,27 @@ class WakeupLatencyAnalysis(StudyAnalysis):
         g = parser.add_argument_group("wakeup-latency")
         g.add_argument("--pid", type=int, metavar="PID", help="only this task")
         g.add_argument("--comm", metavar="REGEX", help="only tasks whose comm matches")
+        g.add_argument("--tasks", metavar="SELECTOR",
+                       help="only these tasks: comm:REGEX, pid:N, tgid:N, tree:N (N and every task it "
+                            "created) or exec:NAME (what ran NAME and every task it created)")
         g.add_argument("--per-cpu", action="store_true", help="split each task's figures per CPU")
 
-    def summary(self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False
-                ) -> dict[str, Any]:
+    def summary(self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False,
+                tasks: str | None = None) -> dict[str, Any]:
         """``event`` (:meth:`wakeup_event`); ``tasks``: comm and :data:`STAT_COLUMNS`
         per pid; ``cpus``: :data:`STAT_COLUMNS` per CPU."""
-        stats = self.df_wakeup_latency_stats(pid=pid, comm=comm)
-        cpus = self.df_cpu_wakeup_latency_stats(pid=pid, comm=comm)
+        stats = self.df_wakeup_latency_stats(pid=pid, comm=comm, tasks=tasks)
+        cpus = self.df_cpu_wakeup_latency_stats(pid=pid, comm=comm, tasks=tasks)
         return {"event": self.wakeup_event(), "tasks": records(stats, ["comm", *STAT_COLUMNS]),
                 "cpus": records(cpus, list(STAT_COLUMNS))}
 
-    def summary_tables(self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False
-                       ) -> list[tuple[str, pd.DataFrame]]:
-        tables = [("wakeup latency per task (s)", self.df_wakeup_latency_stats(pid=pid, comm=comm)),
-                  ("wakeup latency per CPU (s)", self.df_cpu_wakeup_latency_stats(pid=pid, comm=comm))]
+    def summary_tables(self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False,
+                       tasks: str | None = None) -> list[tuple[str, pd.DataFrame]]:
+        tables = [("wakeup latency per task (s)", self.df_wakeup_latency_stats(pid=pid, comm=comm, tasks=tasks)),
+                  ("wakeup latency per CPU (s)", self.df_cpu_wakeup_latency_stats(pid=pid, comm=comm, tasks=tasks))]
         if per_cpu:
             tables.append(("per task and CPU (s)",
-                           self.df_wakeup_latency_stats(pid=pid, comm=comm, per_cpu=True)))
+                           self.df_wakeup_latency_stats(pid=pid, comm=comm, per_cpu=True, tasks=tasks)))
         return tables
 
     def run_metrics(self) -> list[RunMetric]:
@@ -163,12 +167,17 @@ class WakeupLatencyAnalysis(StudyAnalysis):
         )
 
     @df_all_wakeup_latencies.used_events
-    def df_wakeup_latencies(self, pid: int | None = None, comm: str | None = None) -> pd.DataFrame:
-        """:meth:`df_all_wakeup_latencies` restricted to a ``pid`` and/or a task
-        whose ``comm`` matches the regular expression ``comm`` (``re.search``)."""
+    def df_wakeup_latencies(self, pid: int | None = None, comm: str | None = None,
+                            tasks: str | None = None) -> pd.DataFrame:
+        """:meth:`df_all_wakeup_latencies` restricted to a ``pid``, a task whose ``comm``
+        matches the regular expression ``comm`` (``re.search``) and/or the ``tasks`` a
+        selector names (:mod:`lisa_ext.analysis.tasks`: ``tgid:N``, ``tree:N``,
+        ``exec:NAME``...)."""
         df = self.df_all_wakeup_latencies()
         if pid is not None:
             df = df[df["pid"] == pid]
+        if tasks is not None:
+            df = df[df["pid"].isin(sorted(select_pids(self.trace, tasks)))]
         if comm is not None:
             try:
                 pattern = re.compile(comm)
@@ -180,12 +189,13 @@ class WakeupLatencyAnalysis(StudyAnalysis):
 
     @df_wakeup_latencies.used_events
     def df_wakeup_latency_stats(
-        self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False
+        self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False,
+        tasks: str | None = None
     ) -> pd.DataFrame:
         """Per task (index ``pid``; with ``per_cpu``, index ``pid``, ``cpu``):
         ``comm`` (the last seen), then ``count``, ``mean``, ``gmean``, ``p50``,
         ``p90``, ``p99``, ``max`` of the latency in seconds."""
-        df = self.df_wakeup_latencies(pid=pid, comm=comm)
+        df = self.df_wakeup_latencies(pid=pid, comm=comm, tasks=tasks)
         pids = df["pid"].to_numpy()
         if per_cpu:
             ncpu = int(df["cpu"].max()) + 1 if len(df) else 1
@@ -207,9 +217,10 @@ class WakeupLatencyAnalysis(StudyAnalysis):
         return out
 
     @df_wakeup_latencies.used_events
-    def df_cpu_wakeup_latency_stats(self, pid: int | None = None, comm: str | None = None) -> pd.DataFrame:
+    def df_cpu_wakeup_latency_stats(self, pid: int | None = None, comm: str | None = None,
+                                    tasks: str | None = None) -> pd.DataFrame:
         """Same figures over all selected tasks, one row per CPU (index ``cpu``)."""
-        df = self.df_wakeup_latencies(pid=pid, comm=comm)
+        df = self.df_wakeup_latencies(pid=pid, comm=comm, tasks=tasks)
         # Each CPU's latencies in row order, as df.groupby("cpu") gives them,
         # without copying every column for each group.
         cpus, ids = dense_ids(df["cpu"].to_numpy())
@@ -220,9 +231,10 @@ class WakeupLatencyAnalysis(StudyAnalysis):
 
     @TraceAnalysisBase.plot_method
     @df_wakeup_latencies.used_events
-    def plot_wakeup_latency_cdf(self, pid: int | None = None, comm: str | None = None):
+    def plot_wakeup_latency_cdf(self, pid: int | None = None, comm: str | None = None,
+                                tasks: str | None = None):
         """Cumulative distribution of the wakeup latencies of the selected tasks."""
-        lat = np.sort(self.df_wakeup_latencies(pid=pid, comm=comm)["latency"].to_numpy())
+        lat = np.sort(self.df_wakeup_latencies(pid=pid, comm=comm, tasks=tasks)["latency"].to_numpy())
         frac = np.arange(1, len(lat) + 1) / max(len(lat), 1)
         return hv.Curve((lat, frac), "latency (s)", "fraction of wakeups").options(
             title="Wakeup latency CDF", interpolation="steps-post", logx=True
@@ -231,10 +243,10 @@ class WakeupLatencyAnalysis(StudyAnalysis):
     @TraceAnalysisBase.plot_method
     @df_wakeup_latencies.used_events
     def plot_wakeup_latency_histogram(
-        self, pid: int | None = None, comm: str | None = None, bins: int = 50
+        self, pid: int | None = None, comm: str | None = None, bins: int = 50, tasks: str | None = None
     ):
         """Histogram of the wakeup latencies of the selected tasks."""
-        lat = self.df_wakeup_latencies(pid=pid, comm=comm)["latency"].to_numpy()
+        lat = self.df_wakeup_latencies(pid=pid, comm=comm, tasks=tasks)["latency"].to_numpy()
         counts, edges = np.histogram(lat, bins=bins)
         return hv.Histogram((edges, counts), kdims=["latency (s)"], vdims=["wakeups"]).options(
             title="Wakeup latency histogram"

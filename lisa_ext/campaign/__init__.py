@@ -3,9 +3,10 @@
 From the top of its layers (``.importlinter``) to the bottom:
 
 * :mod:`~lisa_ext.campaign.cli` -- ``lisa-ext campaign``
-* :mod:`~lisa_ext.campaign.status` -- done / failed / missing runs
-* :mod:`~lisa_ext.campaign.runner` -- ordering, failures, crash recovery
+* :mod:`~lisa_ext.campaign.status` -- done / failed / missing / damaged runs, ``--repair``
+* :mod:`~lisa_ext.campaign.runner` -- ``run_campaign``: ordering, failures, crash recovery
 * :mod:`~lisa_ext.campaign.recovery` -- a lost target: reconnect, reset, retry the run
+* :mod:`~lisa_ext.campaign.session` -- the campaign's target: connection, kernel, undo journal
 * :mod:`~lisa_ext.campaign.spec` -- the YAML spec, validated before anything runs
 * :mod:`~lisa_ext.campaign.cpu_util`, :mod:`~lisa_ext.campaign.meters`,
   :mod:`~lisa_ext.campaign.tools`, :mod:`~lisa_ext.campaign.tracing`,
@@ -15,8 +16,10 @@ From the top of its layers (``.importlinter``) to the bottom:
   :mod:`~lisa_ext.campaign.requirements`, :mod:`~lisa_ext.campaign.storage`,
   :mod:`~lisa_ext.campaign.trace_loss` -- the target's watchdog, commands on the
   target, what a study needs from its platform, room in data/, lost trace events
-* :mod:`~lisa_ext.campaign.store` -- the on-disk layout, typed runs and the tidy
-  metrics table: the one reader every other layer uses
+* :mod:`~lisa_ext.campaign.store` -- the on-disk layout: the one writer of a
+  campaign directory (runs published whole and synced, the spec copy, the journal's
+  file) and the one reader every other layer uses (typed runs, traced runs, the tidy
+  metrics table)
 
 Submodules are imported on use; importing this package is cheap.
 """

@@ -7,10 +7,12 @@ console), the target is recovered, the run's kernel variant redeployed (its
 knobs are applied again by the run itself and reverted at its end, as always)
 and the run tried again, up to ``retries:`` of the campaign spec. A run that
 still fails is stored as failed with every attempt's reason; the campaign goes
-on. Recovery per kind of target:
+on. Everything is done through the campaign's target session
+(:mod:`lisa_ext.campaign.session`); how a target is brought back is its own
+(:meth:`lisa_ext.target.Target.reset`):
 
 * virtual board: stop what is left of QEMU, boot it again on the kernel the run
-  needs (:func:`lisa_ext.kernel.deploy.deploy_variant`);
+  needs;
 * Linux board: the optional ``lisa-ext: reset-command`` of its target config
   (a lab's PDU or relay command, run on this host), then wait for SSH;
 * Android: ``adb wait-for-device`` then ``adb reboot`` (implemented, untested
@@ -21,32 +23,30 @@ on. Recovery per kind of target:
 tail in the reason; the target is brought back on the last kernel that booted,
 every run of that variant is stored as failed with that reason, and the
 campaign continues with the other variants.
+
+*A killed runner*: the session notes in the store's journal, before each change
+to the target, how to undo it (knobs, background processes, the ftrace instance,
+cleanup commands, the run's directory on the target); the next ``--resume``
+undoes what is left (:func:`undo_stopped_run`) and says what it did.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from lisa_ext.campaign import health
-from lisa_ext.campaign.store import JOURNAL_NAME, RunKey, RunResult, write_json
+from lisa_ext.campaign.session import TargetSession
+from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult
 from lisa_ext.campaign.workloads import make_workload
 from lisa_ext.campaign.tools import install_cached_tools
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.deploy import deploy_variant
-from lisa_ext.target import is_virtual_board, target_extras
-from lisa_ext.vboard import qemu
-from lisa_ext.vboard.board import VirtualBoard
 
-__all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot"]
+__all__ = ["CampaignFaults", "TargetLost", "VariantDidNotBoot", "undo_stopped_run"]
 
 log = logging.getLogger(__name__)
 
@@ -61,57 +61,63 @@ class VariantDidNotBoot(UserError):
     """The kernel of a variant did not come up; its runs are failed with this reason."""
 
 
+def undo_stopped_run(session: TargetSession, store: CampaignStore, *, restore_knobs: bool = True) -> list[str]:
+    """Undo what a stopped run left on the target (:meth:`TargetSession.undo`) and say what
+    became of the run itself; returns what was done, in words."""
+    run = (store.journal.read() or {}).get("run")
+    done = session.undo(restore_knobs=restore_knobs)
+    if run:
+        key = RunKey.parse(run)
+        if key is not None and store.is_published(key):
+            # killed between publishing the run and clearing the journal: the run is whole
+            done.append(f"kept the run {run}: it was complete and published when the runner stopped")
+        else:
+            done.append(f"discarded the partial run {run}")
+    return done
+
+
 @dataclass
 class CampaignFaults:
-    """Watches runs, recovers the target and retries; one per campaign run."""
+    """Watches runs, recovers the target and retries; one per campaign run. Everything it does
+    to the target goes through the campaign's :class:`TargetSession` (which also keeps which
+    kernel the target runs: a recovery may boot another)."""
 
-    runner: Any  # lisa_ext.campaign.runner.CampaignRunner (not imported: it imports us)
+    spec: Any  # lisa_ext.campaign.spec.CampaignSpec
+    store: CampaignStore
+    session: TargetSession
+    echo: Callable[[str], None]
+    #: per-campaign values of the workloads (set up again after a recovery)
+    campaign_state: dict
     retries: int = 1
     interval_s: float = 5.0
     misses: int = 3
-    reset_command: str | None = None
-    reset_timeout_s: float = 600.0
     attempts: dict = field(default_factory=dict)   # RunKey -> [attempt records]
     broken: dict = field(default_factory=dict)     # variant name -> why it did not boot
     last_good_kernel: Path | None = None
     recoveries: list = field(default_factory=list)  # seconds each recovery took
-    is_board: bool = False
     _watchdog: health.TargetWatchdog | None = None
-    _main_conn: Any = None  # the runner's own connection: what the watchdog closes when the target is lost
 
     @classmethod
-    def for_campaign(cls, runner) -> "CampaignFaults":
+    def for_campaign(cls, spec, store: CampaignStore, session: TargetSession, echo: Callable[[str], None],
+                     campaign_state: dict) -> "CampaignFaults":
         """Settings from the spec (``retries``) and the target config's ``lisa-ext:`` mapping."""
-        extras = target_extras(runner.spec.target)
-        return cls(runner, retries=runner.spec.retries,
+        extras = spec.target_config.extras
+        return cls(spec, store, session, echo, campaign_state, retries=spec.retries,
                    interval_s=float(extras.get("probe-interval-s", 5.0)),
-                   misses=int(extras.get("probe-misses", 3)),
-                   reset_command=extras.get("reset-command"),
-                   reset_timeout_s=float(extras.get("reset-timeout-s", 600.0)),
-                   is_board=is_virtual_board(runner.spec.target))
-
-    # -- what kind of target -------------------------------------------------
-
-    def _is_board(self) -> bool:
-        return self.is_board
-
-    def _board_object(self):
-        return VirtualBoard()
+                   misses=int(extras.get("probe-misses", 3)))
 
     def console_tail(self) -> str | None:
-        return self._board_object().serial_tail(_CONSOLE_LINES) if self._is_board() else None
+        return self.session.console_tail(_CONSOLE_LINES)
 
     # -- one run ----------------------------------------------------------------
 
     def run(self, key: RunKey, attempt: Callable[[], RunResult]) -> RunResult:
         """Run ``attempt`` under the watchdog; on a lost target recover and try again."""
         for number in range(1, self.retries + 2):
-            probe = (health.board_probe(self._board_object()) if self._is_board()
-                     else health.devlib_probe(self.runner.target))
-            self._main_conn = self.runner.target.conn
+            probe = self.session.probe
             self._watchdog = health.TargetWatchdog(
                 probe, interval_s=self.interval_s, misses=self.misses,
-                on_lost=lambda _reason: health.close_connection(self._main_conn))
+                on_lost=lambda _reason: self.session.interrupt())
             started = time.monotonic()
             try:
                 with self._watchdog:
@@ -126,8 +132,8 @@ class CampaignFaults:
                           "after_s": round(time.monotonic() - started, 1), "lost_at_unix": round(time.time(), 1),
                           "console_tail": self.console_tail()}
                 self.attempts.setdefault(key, []).append(record)
-                self.runner.echo(f"run {key}: {reason} (attempt {number} of {self.retries + 1}); "
-                                 "recovering the target")
+                self.echo(f"run {key}: {reason} (attempt {number} of {self.retries + 1}); "
+                          "recovering the target")
                 log.debug("attempt %d of %s lost", number, key, exc_info=True)
             finally:
                 self._watchdog = None
@@ -162,22 +168,18 @@ class CampaignFaults:
         return f"target lost: {reason}"
 
     def _variant(self, key: RunKey):
-        return next(v for v in self.runner.spec.variants if v.name == key.variant)
+        return next(v for v in self.spec.variants if v.name == key.variant)
 
     def _store_failed(self, key: RunKey, error: str, records: list) -> RunResult:
         """A run the target could not do (lost every time, or its kernel does not boot)."""
         try:
-            self.runner._recover()
+            undo_stopped_run(self.session, self.store)
         except Exception as exc:  # noqa: BLE001 -- a target without a kernel that boots: nothing to undo
             log.warning("could not clean up after %s: %s", key, exc)
-        store = self.runner.store
-        tmp = store.new_tmp_run_dir(key)
-        meta = {"campaign": self.runner.spec.name, "variant": key.variant, "workload": key.workload,
+        meta = {"campaign": self.spec.name, "variant": key.variant, "workload": key.workload,
                 "iteration": key.iteration, "target_lost": records}
-        result = RunResult(self.runner.spec.name, key.variant, key.workload, key.iteration, "failed", error, [])
-        write_json(tmp / "meta.json", meta)
-        write_json(tmp / "result.json", result.to_json())
-        store.commit_run(tmp, key)
+        result = RunResult(self.spec.name, key.variant, key.workload, key.iteration, "failed", error, [])
+        self.store.publish(key, meta, result)
         return result
 
     # -- kernel variants ----------------------------------------------------------
@@ -188,111 +190,48 @@ class CampaignFaults:
             raise VariantDidNotBoot(self.broken[variant.name])
         with self._watchdog.paused() if self._watchdog is not None else contextlib.nullcontext():
             try:
-                if self._is_board() and not self._board_object().is_up():
-                    # nothing to switch from (the board is down): boot the variant, then reconnect
-                    result = self._boot_board(variant.kernel)
-                else:
-                    result = do_deploy()
+                result = do_deploy()
             except Exception as exc:
                 reason = f"kernel variant {variant.name} did not boot: {type(exc).__name__}: {exc}"
                 tail = self.console_tail()
                 if tail and tail.splitlines()[-1] not in reason:
                     reason += f"\nconsole:\n{tail}"
                 self.broken[variant.name] = reason
-                self.runner.echo(f"variant {variant.name} did not boot; its runs are marked failed")
+                self.echo(f"variant {variant.name} did not boot; its runs are marked failed")
                 if self.last_good_kernel is not None:
                     self.recover(self.last_good_kernel, cleanup=False)
                 raise VariantDidNotBoot(reason) from None
-            self._main_conn = self.runner.target.conn  # deploy reconnected the runner's target
         self.last_good_kernel = variant.kernel
         return result
 
     # -- recovery -------------------------------------------------------------------
 
     def recover(self, kernel: Path | None, *, cleanup: bool = True) -> float:
-        """Bring the target back (on ``kernel`` when given) and reconnect the runner; seconds taken.
+        """Bring the target back (on ``kernel`` when given) and reconnect; seconds taken.
 
         ``cleanup``: also undo the lost attempt (journal, partial run) and set the workloads up
         again; not when a deploy inside a run recovers (the run goes on and cleans up itself).
         """
         started = time.monotonic()
-        runner = self.runner
-        if self._is_board():
-            if kernel is None:
-                raise UserError("the virtual board was lost and the campaign names no kernel variant "
-                                "to boot it again; restart it (lisa-ext vboard up) and --resume")
-            board = self._board_object()
-            pid = qemu.running_pid(board.pidfile)
-            if pid is not None:
-                # a lost board: no clean shutdown to wait for (a hung QEMU answers neither SSH nor QMP)
-                os.kill(pid, signal.SIGKILL)
-            board.down()
-            runner._deployed_kernel = (kernel, self._boot_board(kernel))
-        else:
-            self._reset_board()
-            self._reconnect()
-            if kernel is not None:
-                runner._deployed_kernel = (kernel, deploy_variant(runner.target, kernel))
-        self._main_conn = runner.target.conn
+        self.session.recover(kernel)
         if not cleanup:
             return self._took(started)
         # the journal of the lost attempt: leftover processes, trace instance, remote files; the
-        # knobs went with the reboot (restoring them now could fail on a file that reads back differently)
-        journal = runner.store.root / JOURNAL_NAME
-        if journal.exists():
-            data = json.loads(journal.read_text() or "{}")
-            data["knobs"] = {}
-            write_json(journal, data)
-        runner._recover()
-        runner.store.remove_partial_runs()
+        # knobs went with the reboot
+        undo_stopped_run(self.session, self.store, restore_knobs=False)
+        self.store.remove_partial_runs()
         # the board comes back on a fresh disk: the binaries the user built are reinstalled
-        install_cached_tools(runner.target, {t for w in runner.spec.workloads for t in make_workload(w).TOOLS})
-        for w in runner.spec.workloads:
-            make_workload(w).setup_campaign(runner.target, runner.state)
+        lisa = self.session.lisa
+        install_cached_tools(lisa, {t for w in self.spec.workloads for t in make_workload(w).TOOLS})
+        for w in self.spec.workloads:
+            make_workload(w).setup_campaign(lisa, self.campaign_state)
         return self._took(started)
 
     def _took(self, started: float) -> float:
         took = round(time.monotonic() - started, 1)
         self.recoveries.append(took)
-        self.runner.echo(f"target recovered in {took:.0f} s")
+        self.echo(f"target recovered in {took:.0f} s")
         return took
-
-    def _boot_board(self, kernel: Path) -> dict:
-        result = deploy_variant(self._board_object(), kernel, method="boot")
-        self._reconnect()
-        return result
-
-    def _reconnect(self) -> None:
-        """Reconnect the runner's target object (the run holds it) and reinstall devlib's tools."""
-        deadline = time.monotonic() + self.reset_timeout_s
-        while True:
-            try:
-                self.runner.target.connect()
-                self.runner.target.setup()
-                return
-            except Exception as exc:  # noqa: BLE001 -- devlib raises its own errors while booting
-                if time.monotonic() > deadline:
-                    raise UserError(f"the target did not come back within {self.reset_timeout_s:.0f} s: "
-                                    f"{exc}") from None
-                time.sleep(5)
-
-    def _reset_board(self) -> None:
-        target = self.runner.target
-        if getattr(target, "os", None) == "android":
-            serial = getattr(getattr(target, "conn", None), "device", None)
-            adb = ["adb"] + (["-s", serial] if serial else [])
-            for step in (adb + ["wait-for-device"], adb + ["reboot"], adb + ["wait-for-device"]):
-                subprocess.run(step, capture_output=True, timeout=self.reset_timeout_s, check=False)
-            return
-        if not self.reset_command:
-            log.info("no lisa-ext: reset-command in %s: waiting for the target to come back by itself",
-                     self.runner.spec.target)
-            return
-        proc = subprocess.run(self.reset_command, shell=True, capture_output=True, text=True,
-                              timeout=self.reset_timeout_s)
-        if proc.returncode != 0:
-            raise UserError(f"{self.runner.spec.target}: lisa-ext.reset-command exited with "
-                            f"{proc.returncode}: {(proc.stderr or proc.stdout).strip()}")
 
     def figures(self) -> dict:
         return {"attempts_lost": sum(len(a) for a in self.attempts.values()),

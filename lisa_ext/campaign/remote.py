@@ -13,7 +13,8 @@ import signal
 import time
 from typing import Callable
 
-__all__ = ["start", "wait", "stop", "signal_group", "kill_leftover", "CommandFailed", "CommandTimeout"]
+__all__ = ["start", "wait", "stop", "signal_group", "kill_leftover", "process_starttime", "CommandFailed",
+           "CommandTimeout"]
 
 
 class CommandFailed(RuntimeError):
@@ -70,6 +71,14 @@ def stop(target, bg, sig: int = signal.SIGINT, grace_s: float = 30) -> int:
 def kill_leftover(target, pid: int) -> None:
     """SIGKILL a process group (or lone process) the runner started before it died."""
     signal_group(target, pid, signal.SIGKILL)
+
+
+def process_starttime(target, pid: int) -> str | None:
+    """Field 22 of ``/proc/<pid>/stat`` (None when there is no such process): tells a
+    process the runner started from a later one that reuses its pid."""
+    out = target.execute(f"cut -d' ' -f22 /proc/{int(pid)}/stat 2>/dev/null || true",
+                         check_exit_code=False).strip()
+    return out or None
 
 
 def quote(s: str) -> str:

@@ -17,6 +17,7 @@ naming what is missing and what the platform has.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lisa_ext.errors import UserError
@@ -26,15 +27,16 @@ from lisa_ext.target import llc_domains
 __all__ = ["REQUIREMENTS_SCHEMA", "RequirementError", "platform_facts", "unmet_requirements"]
 
 REQUIREMENTS_SCHEMA = {
+    # a cpuidle driver has at most CPUIDLE_STATE_MAX (10) states (include/linux/cpuidle.h)
     "cpuidle-states": Field((int,), "minimum number of idle states of cpu0 (state0 included)",
-                            check=lambda v: None if v >= 1 else "must be at least 1"),
-    "llc-domains": Field((int,), "minimum number of distinct last-level caches",
-                         check=lambda v: None if v >= 1 else "must be at least 1"),
+                            bounds=(1, 10)),
+    "llc-domains": Field((int,), "minimum number of distinct last-level caches", bounds=(1, 4096)),
     "cpufreq-governors": Field((list,), "cpufreq governors policy0 must offer",
-                               check=lambda v: None if v and all(isinstance(g, str) for g in v)
-                               else "must be a non-empty list of governor names"),
+                               check=lambda v: None if v and all(isinstance(g, str) and re.fullmatch(
+                                   r"[a-z0-9_]{1,15}", g) for g in v)
+                               else "must be a non-empty list of governor names (a-z, 0-9, _)"),
     "capacity-classes": Field((int,), "minimum number of distinct CPU capacities (2: big.LITTLE)",
-                              check=lambda v: None if v >= 1 else "must be at least 1"),
+                              bounds=(1, 4096)),
     "energy-aware": Field((bool,), "energy-aware scheduling must be possible (asymmetric capacities, an "
                           "Energy Model, schedutil, frequency invariance)"),
 }

@@ -12,12 +12,17 @@ v1 v2 v1 v2 ..., so slow drift of the machine spreads evenly over variants) or
 expensive to switch such as kernels; iterations stay interleaved across
 workloads within a variant).
 
-Crash safety: before touching the target the runner writes a journal
-(``.runner-journal.json``) with the original knob values, the trace instance,
-and the pid and start time of every process it starts. If the runner is killed
-(even with SIGKILL), the next ``run`` reads the journal, kills what is left,
-removes the instance, restores the knobs and discards the partial run, which is
-then run again; finished runs are never touched.
+Crash safety: the campaign's target session (:mod:`lisa_ext.campaign.session`)
+journals every change a run makes on the target before making it
+(``.runner-journal.json``: the original knob values, the trace instance, the pid
+and start time of every process it starts). If the runner is killed (even with
+SIGKILL), the next ``run`` has the session undo what the journal records (kill
+what is left, remove the instance, restore the knobs) and discards the partial
+run, which is then run again; finished runs are never touched. The store
+(:mod:`lisa_ext.campaign.store`) publishes each run and owns the journal's file.
+
+:func:`run_campaign` is how every command runs a campaign (``campaign run``,
+``study run``, ``quickstart``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import fcntl
-import json
+import io
 import logging
 import os
 import shutil
@@ -43,20 +48,24 @@ from tqdm import tqdm
 from lisa_ext import knobs as _knobs
 from lisa_ext.campaign import meters, recovery, remote, requirements, storage, trace_loss, tracing
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
-from lisa_ext.campaign.spec import CampaignSpec, VariantSpec
-from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, Metric, RunKey, RunResult, write_json
+from lisa_ext.campaign.session import TargetSession
+from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
+from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult
 from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
+from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.deploy import deploy_variant
-from lisa_ext.target import (connect, kernel_provenance, lisa_platform_info, platform_provenance, tool_versions,
-                             tracefs_root)
+from lisa_ext.schema import load_yaml
+from lisa_ext.target import kernel_provenance, lisa_platform_info, platform_provenance, tool_versions, tracefs_root
 from lisa_ext.trace import PLATFORM_FILE
 
-__all__ = ["plan_runs", "CampaignRunner", "RunSummary", "STATE_NAME"]
+__all__ = ["CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
 
-STATE_NAME = "campaign-state.json"
 log = logging.getLogger(__name__)
+
+
+class SpecChanged(UserError):
+    """The campaign directory holds runs of another spec: resuming would mix two campaigns."""
 
 
 def plan_runs(spec: CampaignSpec) -> list[RunKey]:
@@ -96,52 +105,53 @@ def _timed(meta: dict, phase: str) -> Iterator[None]:
 
 @dataclass
 class RunSummary:
+    name: str
     campaign_dir: Path
     done: int
     failed: int
     skipped: int
     recovered: list[str]
 
-
-class _Journal:
-    """What the current run has changed on the target, persisted before each change."""
-
-    def __init__(self, path: Path, target):
-        self.path = path
-        self.target = target
-        self.data: dict = {}
-
-    def begin(self, key: RunKey, tmp: Path, remote_dir: str, instance: str) -> None:
-        self.data = {"run": str(key), "tmp": str(tmp), "remote_dir": remote_dir,
-                     "instance": instance, "knobs": {}, "processes": [],
-                     "runner_pid": os.getpid(), "started": _now()}
-        self._save()
-
-    def set_knobs(self, originals: dict) -> None:
-        self.data["knobs"] = originals
-        self._save()
-
-    def add_cleanup(self, command: str) -> None:
-        self.data.setdefault("cleanups", []).append(command)
-        self._save()
-
-    def add_pid(self, pid: int) -> None:
-        self.data["processes"].append({"pid": pid, "starttime": _process_starttime(self.target, pid)})
-        self._save()
-
-    def clear(self) -> None:
-        self.data = {}
-        self.path.unlink(missing_ok=True)
-
-    def _save(self) -> None:
-        write_json(self.path, self.data)
+    def line(self) -> str:
+        """``campaign NAME: 3 runs done, 0 failed, 1 already done -> DIR``."""
+        return (f"campaign {self.name}: {self.done} runs done, {self.failed} failed"
+                + (f", {self.skipped} already done" if self.skipped else "") + f" -> {self.campaign_dir}")
 
 
-def _process_starttime(target, pid: int) -> str | None:
-    # field 22 of /proc/<pid>/stat: tells a leftover process from a later one reusing its pid
-    out = target.execute(f"cut -d' ' -f22 /proc/{int(pid)}/stat 2>/dev/null || true",
-                         check_exit_code=False).strip()
-    return out or None
+def run_campaign(spec: CampaignSpec, campaign_dir: str | os.PathLike, *, resume: bool = True,
+                 fresh: bool = False, progress: bool = True,
+                 echo: Callable[[str], None] | None = None) -> RunSummary:
+    """Run (or resume) a campaign (:func:`~lisa_ext.campaign.spec.load_spec`) into
+    ``campaign_dir``: what ``campaign run``, ``study run`` and ``quickstart`` do.
+
+    ``fresh`` deletes the directory's earlier runs first; without ``resume`` a directory
+    that holds runs already is an error.
+
+    :raises SpecChanged: the directory holds runs of another spec.
+    """
+    spec.target_config  # a bad target config stops here, before anything runs
+    campaign_dir = Path(campaign_dir)
+    if fresh and campaign_dir.exists():
+        shutil.rmtree(campaign_dir)
+    quiet_lisa_logs()
+    return CampaignRunner(spec, campaign_dir, resume=resume, progress=progress, echo=echo).run()
+
+
+def _spec_text(spec: CampaignSpec) -> str:
+    """What the campaign directory keeps of ``spec``: the file itself when it ran as written,
+    else the spec as applied (smoke: overrides, another target), so that a resume compares
+    like with like and ``campaign status`` plans the runs that were run."""
+    text = spec.path.read_text(encoding="utf-8")
+    if stored_spec_matches(spec, load_yaml(spec.path, "campaign spec"), legacy=False):
+        return text
+    out = io.StringIO()
+    yaml = YAML(typ="safe")
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False
+    out.write(f"# {spec.path}, as run: " + ("its smoke: overrides applied" if spec.smoke else "on another target")
+              + "\n")
+    yaml.dump(spec.raw, out)
+    return out.getvalue()
 
 
 class CampaignRunner:
@@ -155,55 +165,50 @@ class CampaignRunner:
         self.resume = resume
         self.progress = progress
         self.echo = echo or (lambda msg: print(msg, file=sys.stderr))
-        self.target = None
+        self.session: TargetSession | None = None
+        self.target = None  # the session's LISA target: workloads, tracing, tool installs
         self.tracefs: str | None = None
         self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
-        self._deployed_kernel: tuple[Path | None, object] = (None, None)
         #: (kernel variant, LISA PlatformInfo read while it ran): capacities follow the kernel
         self._platform_info: tuple[Path | None, object] = (None, None)
-        self._lock_fd: int | None = None
         self._target_lock_fd: int | None = None
 
     # -- campaign directory -------------------------------------------------
 
     def _open_store(self) -> None:
-        root = self.store.root
-        copy = self.store.spec_copy
-        if copy.exists():
+        """Check the directory's spec copy against the spec (or write it), read the state."""
+        store = self.store
+        if store.spec_copy.exists():
             if not self.resume:
-                raise UserError(f"{root} already holds campaign runs; pass --resume to continue it, "
+                raise UserError(f"{store.root} already holds campaign runs; pass --resume to continue it, "
                                 "or remove the directory to start over")
-            stored = json.loads(json.dumps(YAML(typ="safe").load(copy.read_text()), default=str))
+            stored = store.read_spec_copy()
             if stored != self.spec.raw:
-                raise UserError(f"{self.spec.path} differs from the spec this campaign was started "
-                                f"with ({copy}); resume with the same spec or use another directory")
-        root.mkdir(parents=True, exist_ok=True)
-        # lock the directory itself: no lock file to clean up, released by the kernel on SIGKILL
-        self._lock_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"another runner is working on {root}") from None
-        if not copy.exists():
-            tmp = copy.with_name(copy.name + ".part")
-            shutil.copyfile(self.spec.path, tmp)
-            os.replace(tmp, copy)
-        state_path = root / STATE_NAME
-        if state_path.exists():
-            self.state = json.loads(state_path.read_text())
+                if not stored_spec_matches(self.spec, stored):
+                    raise SpecChanged(f"{self.spec.path} differs from the spec this campaign was started "
+                                      f"with ({store.spec_copy}); resume with the same spec or use "
+                                      "another directory")
+                # the same runs: new report: settings, or a copy older versions wrote of the raw
+                # spec of a smoke campaign
+                store.write_spec_copy(_spec_text(self.spec))
+                self.echo(f"resume: updated {store.spec_copy} to {self.spec.path} as applied (the same runs)")
+        else:
+            store.write_spec_copy(_spec_text(self.spec))
+        self.state = store.read_state()
         self.state.setdefault("spec_source", str(self.spec.path))
         self.state.setdefault("target_config", str(self.spec.target))
         self.state.setdefault("created", _now())
 
     def _save_state(self) -> None:
-        write_json(self.store.root / STATE_NAME, self.state)
+        self.store.write_state(self.state)
 
     # -- target ---------------------------------------------------------------
 
     def _connect(self) -> None:
-        self.target = connect(self.spec.target)
+        self.session = TargetSession.open(self.spec.target_config, self.store.journal)
+        self.target = self.session.lisa
         problems = []
         if self.spec.trace is not None:
             self.tracefs = tracefs_root(self.target)
@@ -223,89 +228,68 @@ class CampaignRunner:
         for tool in install_cached_tools(self.target, {t for w in self.spec.workloads
                                                        for t in make_workload(w).TOOLS}):
             self.echo(f"installed {tool} on the target from the tool cache")
+        missing: dict[str, list[str]] = {}  # tool -> the workloads needing it
         for w in self.spec.workloads:
-            wl = make_workload(w)
-            for tool in wl.TOOLS:
+            for tool in make_workload(w).TOOLS:
                 tools.add(tool)
-                if self.target.which(tool) is None:
-                    problems.append(f"{tool} (workload {w.name}) is not installed on the target "
-                                    f"({missing_tool_hint(tool)})")
+                if tool in missing or self.target.which(tool) is None:
+                    missing.setdefault(tool, []).append(w.name)
+        for tool, names in missing.items():
+            problems.append(f"{tool} (workload{'s' if len(names) > 1 else ''} {', '.join(names)}) is not "
+                            f"installed on the target; {missing_tool_hint(tool, self.spec.target)}")
         for v in self.spec.variants:
-            for p in _knobs.check_knobs(self.target, v.knobs):
+            for p in _knobs.check_knobs(self.session.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
         if self.spec.requires and not any(v.kernel for v in self.spec.variants):
             problems += requirements.unmet_requirements(self.spec.requires,
-                                                        requirements.platform_facts(self.target))
+                                                        requirements.platform_facts(self.session.target))
         try:
             self.meter = meters.open_meter(self.target, self.spec.energy, str(self.spec.target))
         except UserError as exc:
             problems.append(str(exc))
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
-        self.faults = recovery.CampaignFaults.for_campaign(self)
+        self.faults = recovery.CampaignFaults.for_campaign(self.spec, self.store, self.session, self.echo,
+                                                           self.state)
         self.platform = platform_provenance(self.target)
         self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
 
-    def _recover(self) -> list[str]:
-        """Undo what a killed runner left on the target; returns what was done."""
-        done = []
-        journal_path = self.store.root / JOURNAL_NAME
-        if not journal_path.exists():
-            return done
-        data = json.loads(journal_path.read_text() or "{}")
-        for proc in data.get("processes", []):
-            pid = int(proc["pid"])
-            if proc.get("starttime") and _process_starttime(self.target, pid) == proc["starttime"]:
-                remote.kill_leftover(self.target, pid)
-                done.append(f"killed leftover process group {pid}")
-        for command in data.get("cleanups", []):
-            self.target.execute(command, as_root=True, check_exit_code=False)
-            done.append(f"ran cleanup: {command}")
-        if data.get("instance") and self.tracefs:
-            tracing.remove_instance(self.target, self.tracefs, data["instance"])
-        failures = _knobs.revert_knobs(self.target, data.get("knobs", {}))
-        if failures:
-            raise UserError("could not restore knobs left by the interrupted runner: " + "; ".join(failures))
-        if data.get("knobs"):
-            done.append("restored " + ", ".join(f"{p}={v}" for p, v in data["knobs"].items()))
-        if data.get("remote_dir"):
-            self.target.execute(f"rm -rf {remote.quote(data['remote_dir'])}", as_root=True,
-                                check_exit_code=False)
-        if data.get("run"):
-            done.append(f"discarded the partial run {data['run']}")
-        journal_path.unlink()
-        return done
+    def _undo(self) -> list[str]:
+        """Undo what a stopped run left on the target (:func:`~lisa_ext.campaign.recovery.undo_stopped_run`)."""
+        return recovery.undo_stopped_run(self.session, self.store) if self.session is not None else []
 
     # -- one run ----------------------------------------------------------------
 
     def _deploy_kernel(self, variant: VariantSpec):
         if variant.kernel is None:
             return None
-        if self._deployed_kernel[0] == variant.kernel:
-            return self._deployed_kernel[1]
+        if self.session.kernel == variant.kernel:
+            return self.session.deploy(variant.kernel)
 
-        result = self.faults.deploy(variant, lambda: deploy_variant(self.target, variant.kernel))
-        self._deployed_kernel = (variant.kernel, result)
+        result = self.faults.deploy(variant, lambda: self.session.deploy(variant.kernel))
         if self.spec.requires:
             problems = requirements.unmet_requirements(self.spec.requires,
-                                                       requirements.platform_facts(self.target))
+                                                       requirements.platform_facts(self.session.target))
             if problems:
                 raise requirements.RequirementError(
                     f"{self.spec.path}: kernel variant {variant.kernel.name} on {self.spec.target.name}: "
                     + "; ".join(problems))
         return result
 
-    def _run_one(self, key: RunKey, index: int, journal: _Journal) -> RunResult:
+    def _run_one(self, key: RunKey, index: int) -> RunResult:
         spec = self.spec
         variant = next(v for v in spec.variants if v.name == key.variant)
         wspec = variant.workload(next(w for w in spec.workloads if w.name == key.workload))
         workload = make_workload(wspec)
         target = self.target
-        tmp = self.store.new_tmp_run_dir(key)
+        tmp = self.store.scratch(key)
         remote_dir = target.path.join(target.working_directory, "lisa-ext", spec.name,
                                       f"{key.variant}.{key.workload}.{key.iteration}")
         instance = f"{tracing.INSTANCE_PREFIX}{os.getpid()}"
-        journal.begin(key, tmp, remote_dir, instance)
+        session = self.session
+        session.begin(remote_dir, run=str(key), tmp=str(tmp))
+        if self._traced_run(key):
+            session.note_instance(self.tracefs, instance)
         target.execute(f"rm -rf {remote.quote(remote_dir)} && mkdir -p {remote.quote(remote_dir)}",
                        as_root=True)
         meta: dict = {
@@ -320,7 +304,7 @@ class CampaignRunner:
             "campaign_state": {k: v for k, v in self.state.items() if k.startswith(("rtapp", "ebizzy"))},
             "start": _now(),
         }
-        ctx = RunContext(target, remote_dir, tmp, journal.add_pid, self.state, journal.add_cleanup)
+        ctx = RunContext(target, remote_dir, tmp, session.note_pid, self.state, session.note_cleanup)
         status, error, metrics = "ok", None, []
         fatal: BaseException | None = None
         t0 = time.monotonic()
@@ -330,16 +314,16 @@ class CampaignRunner:
             if variant.kernel is not None:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
             knobs_from = time.monotonic()
-            with _knobs.applied_knobs(target, variant.knobs, on_originals=journal.set_knobs) as knob_state:
+            with session.applied_knobs(variant.knobs) as knob_state:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
-                    meta["kernel"] = kernel_provenance(target)
-                    self._write_platform_info(variant, tmp)
+                    meta["kernel"] = kernel_provenance(session.target)
+                    self._write_platform_info(session.target, variant, tmp)
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
-                    metrics = self._traced(workload, ctx, meta, instance, journal)
+                    metrics = self._traced(workload, ctx, meta, instance)
                 except BaseException:
                     # the run's own error is the one to record: a cleanup failing after it
                     # (often because of it) is kept beside it, not raised over it
@@ -369,26 +353,24 @@ class CampaignRunner:
         trace_loss.record_lost_events(tmp, meta)
         self.faults.before_commit(key, meta)
         result = RunResult(spec.name, key.variant, key.workload, key.iteration, status, error, metrics)
-        write_json(tmp / "meta.json", meta)
-        write_json(tmp / "result.json", result.to_json())
-        self.store.commit_run(tmp, key)
-        journal.clear()
+        self.store.publish(key, meta, result, tmp)  # clears the journal too
+        session.end()
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
 
-    def _write_platform_info(self, variant: VariantSpec, run_dir: Path) -> None:
+    def _write_platform_info(self, target, variant: VariantSpec, run_dir: Path) -> None:
         """``platform.yml`` (LISA's PlatformInfo: capacities, frequency domains) beside the run's
         trace, read once per deployed kernel: what analyses of asymmetric CPUs need."""
         if self._platform_info[1] is None or self._platform_info[0] != variant.kernel:
-            self._platform_info = (variant.kernel, lisa_platform_info(self.target))
+            self._platform_info = (variant.kernel, lisa_platform_info(target))
         self._platform_info[1].to_yaml_map(str(run_dir / PLATFORM_FILE))
 
     def _traced_run(self, key: RunKey) -> bool:
         trace = self.spec.trace
         return trace is not None and trace.traces(key.workload, key.iteration)
 
-    def _traced(self, workload, ctx: RunContext, meta: dict, instance: str, journal) -> list[Metric]:
+    def _traced(self, workload, ctx: RunContext, meta: dict, instance: str) -> list[Metric]:
         trace = self.spec.trace
 
         def run_workload() -> list[Metric]:
@@ -408,7 +390,7 @@ class CampaignRunner:
         tracing_from = time.monotonic()
         with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
-                               buffer_size_kb=trace.buffer_size_kb, on_pid=journal.add_pid):
+                               buffer_size_kb=trace.buffer_size_kb, on_pid=self.session.note_pid):
             _add_phase(meta, "tracing", tracing_from)
             metrics = run_workload()
             tracing_from = time.monotonic()
@@ -429,10 +411,7 @@ class CampaignRunner:
         Only for the local host (an flock, released by the kernel even on SIGKILL); campaigns
         on remote targets are not serialised.
         """
-        # deferred: devlib takes ~1.3 s and `lisa-ext campaign status` imports this module
-        from devlib import LocalLinuxTarget
-
-        if not isinstance(self.target.target, LocalLinuxTarget):
+        if self.session.target.kind != "host":
             return
         lock_dir = "/run/lock" if os.access("/run/lock", os.W_OK) else "/tmp"
         path = os.path.join(lock_dir, "lisa-ext-campaign.lock")
@@ -447,48 +426,52 @@ class CampaignRunner:
         os.pwrite(self._target_lock_fd, f"pid {os.getpid()}, campaign {self.store.root}\n".encode(), 0)
 
     def run(self) -> RunSummary:
-        self._open_store()
-        try:
-            self._connect()
-            self._lock_target()
-            recovered = self._recover()
-            for path in self.store.remove_partial_runs():
-                recovered.append(f"removed partial run directory {path}")
-            for line in recovered:
-                self.echo(f"resume: {line}")
-            done_before = self.store.results()
-            todo = [(i, k) for i, k in enumerate(plan_runs(self.spec)) if k not in done_before]
-            if todo:
-                for w in self.spec.workloads:
-                    make_workload(w).setup_campaign(self.target, self.state)
-                self._save_state()
-            failed = self._run_all(todo)
-            return RunSummary(self.store.root, len(todo) - failed, failed, len(done_before), recovered)
-        except Exception as exc:
-            self._stop_if_storage(exc)
-            raise
-        finally:
-            for fd in (self._lock_fd, self._target_lock_fd):
-                if fd is not None:
-                    os.close(fd)
-            self._lock_fd = self._target_lock_fd = None
+        with self.store.locked():
+            self._open_store()
+            try:
+                self._connect()
+                self._lock_target()
+                recovered = self._undo()
+                for path in self.store.remove_partial_runs():
+                    recovered.append(f"removed partial run directory {path}")
+                scan = self.store.scan()
+                for bad, moved in self.store.quarantine(scan.damaged):
+                    recovered.append(f"moved the damaged run {bad.label} aside to {moved} "
+                                     f"({bad.problem}); it is run again")
+                for line in recovered:
+                    self.echo(f"resume: {line}")
+                done_before = scan.results()
+                todo = [(i, k) for i, k in enumerate(plan_runs(self.spec)) if k not in done_before]
+                if todo:
+                    for w in self.spec.workloads:
+                        make_workload(w).setup_campaign(self.target, self.state)
+                    self._save_state()
+                failed = self._run_all(todo)
+                return RunSummary(self.spec.name, self.store.root, len(todo) - failed, failed,
+                                  len(done_before), recovered)
+            except Exception as exc:
+                self._stop_if_storage(exc)
+                raise
+            finally:
+                if self._target_lock_fd is not None:
+                    os.close(self._target_lock_fd)
+                    self._target_lock_fd = None
 
     def _stop_if_storage(self, exc: Exception) -> None:
         """A full or read-only campaign directory: undo the partial run on the target, stop cleanly."""
         if storage.storage_cause(exc) is None:
             return
-        if self.target is not None:
+        if self.session is not None:
             try:
-                self._recover()
+                self._undo()
             except Exception as cleanup_exc:  # noqa: BLE001 -- the journal stays for --resume
                 log.warning("cleanup after the storage failure: %s", cleanup_exc)
         self.store.remove_partial_runs(ignore_errors=True)
-        storage.raise_if_storage(exc, self.store.root, done=len(self.store.results()),
+        storage.raise_if_storage(exc, self.store.root, done=len(self.store.scan().runs),
                                  total=len(plan_runs(self.spec)), spec_path=self.spec.path,
                                  out=self.store.root)
 
     def _run_all(self, todo: list[tuple[int, RunKey]]) -> int:
-        journal = _Journal(self.store.root / JOURNAL_NAME, self.target)
         failed = 0
         bar = tqdm(total=len(todo), unit="run", desc=self.spec.name,
                    disable=not self.progress or not todo,
@@ -496,7 +479,7 @@ class CampaignRunner:
         try:
             for index, key in todo:
                 bar.set_postfix_str(str(key))
-                result = self.faults.run(key, lambda: self._run_one(key, index, journal))
+                result = self.faults.run(key, lambda: self._run_one(key, index))
                 if result.status != "ok":
                     failed += 1
                     bar.write(f"run {key} failed: {result.error}", file=sys.stderr)

@@ -27,7 +27,7 @@ and reverted after it) and, optionally, ``kernel:`` a kernel variant spec that
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import json
 import os
 import re
@@ -37,26 +37,38 @@ from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
 from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
-from lisa_ext.schema import Field, check_mapping, load_yaml, positive
+from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml, show
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
+from lisa_ext.kernel.spec import load_spec as load_kernel_spec
 from lisa_ext.knobs import knob_problem
+from lisa_ext.target.config import TargetConfig
 
-__all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options"]
+__all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options",
+           "stored_spec_matches"]
 
 ORDERS = ("interleave", "group-by-variant")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_EVENT_RE = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_*]+)?$")
+#: iterations of one (variant, workload): a study runs tens; the plan of runs is built in memory
+MAX_ITERATIONS = 10_000
+#: runs of a campaign, variants x workloads x iterations: a study runs hundreds
+MAX_RUNS = 100_000
+#: trace events of a campaign and knobs of a variant: each is a word of one target command line
+MAX_EVENTS = MAX_KNOBS = 1_000
+#: a name becomes a directory (and a dm-crypt device's) name: short enough for both
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+_EVENT_RE = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_*]+)?\Z")
 
 
 def _check_name(value: str) -> str | None:
     if not _NAME_RE.match(value):
-        return (f"{value!r} is not a valid name: use letters, digits, '_', '.', '-' "
+        return (f"{show(value)} is not a valid name: use 1 to 64 letters, digits, '_', '.', '-' "
                 "(it becomes a directory name)")
     return None
 
 
 def _check_events(value: list) -> str | None:
+    if len(value) > MAX_EVENTS:
+        return f"{len(value)} events; at most {MAX_EVENTS} (each is an argument of trace-cmd)"
     for event in value:
         if not isinstance(event, str) or not _EVENT_RE.match(event):
             return (f"{event!r} is not a trace event: use 'subsystem:event', "
@@ -65,6 +77,8 @@ def _check_events(value: list) -> str | None:
 
 
 def _check_knobs(value: dict) -> str | None:
+    if len(value) > MAX_KNOBS:
+        return f"{len(value)} knobs; at most {MAX_KNOBS} (they are read back in one target command)"
     return next(filter(None, (knob_problem(p, v) for p, v in value.items())), None)
 
 
@@ -72,8 +86,7 @@ _TOP_SCHEMA = {
     "name": Field((str,), "campaign name, used as its directory name", True, _check_name),
     "description": Field((str,), "free text"),
     "target": Field((str,), "path to a LISA target_conf YAML, relative to the spec", True),
-    "iterations": Field((int,), "runs per (variant, workload), at least 1", True,
-                        lambda v: None if v >= 1 else "must be at least 1"),
+    "iterations": Field((int,), "runs per (variant, workload)", True, bounds=(1, MAX_ITERATIONS)),
     "order": Field((str,), "interleave | group-by-variant",
                    check=lambda v: None if v in ORDERS else f"{v!r} is not one of: {', '.join(ORDERS)}"),
     "trace": Field((dict,), "tracing settings: events, buffer-size-kb"),
@@ -84,9 +97,10 @@ _TOP_SCHEMA = {
     "workloads": Field((list,), "list of workloads, each with a name and a kind", True,
                        lambda v: None if v else "needs at least one workload"),
     "retries": Field((int,), "attempts after the first when the target is lost mid-run (default 1)",
-                     check=lambda v: None if v >= 0 else "must be 0 or more"),
+                     bounds=(0, 100)),
     "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
+    "report": Field((dict,), "how the report compares the variants: baseline, test, mean, alpha"),
     "android": Field((dict,), "keys replacing the spec's when its target is an Android device: "
                      + ", ".join(("variants", "workloads", "energy", "trace", "iterations", "requires"))),
 }
@@ -94,20 +108,30 @@ _TOP_SCHEMA = {
 #: what an ``android:`` section may replace: the rest (name, order, ...) is the study's, whatever the target
 _ANDROID_KEYS = ("variants", "workloads", "energy", "trace", "iterations", "requires")
 
+#: the report's settings a spec may fix (``lisa-ext report`` options override them; the report
+#: checks their values against the statistics it knows)
+_REPORT_SCHEMA = {
+    "baseline": Field((str,), "the variant the others are compared with (default: the first)"),
+    "test": Field((str,), "significance test: welch | mwu | ks | mmtests"),
+    "mean": Field((str,), "mean to report: auto | amean | hmean | gmean"),
+    "alpha": Field((int, float), "significance level, between 0 and 1",
+                   check=lambda v: None if 0 < v < 1 else "must be between 0 and 1"),
+}
+
 _SMOKE_SCHEMA = {
-    "iterations": Field((int,), "iterations of a smoke run", check=positive),
+    "iterations": Field((int,), "iterations of a smoke run", bounds=(1, MAX_ITERATIONS)),
     "workloads": Field((dict,), "per workload name: options replacing the spec's"),
 }
 
 _TRACE_SCHEMA = {
     "events": Field((list,), "trace events such as sched:sched_switch", True, _check_events),
     "buffer-size-kb": Field((int,), "per-CPU ring buffer size of the ftrace instance",
-                            check=positive),
+                            bounds=(1, 1 << 20)),
     "iterations": Field((list,), "trace only these iterations, e.g. [0] (default: all); the "
                         "others measure without tracing overhead",
-                        check=lambda v: None if all(isinstance(i, int) and not isinstance(i, bool)
-                                                    and i >= 0 for i in v)
-                        else "must be a list of iteration numbers (0, 1, ...)"),
+                        check=lambda v: None if all(isinstance(i, int) and in_bounds(i, 0, MAX_ITERATIONS - 1)
+                                                    for i in v)
+                        else f"must be a list of iteration numbers (0 to {MAX_ITERATIONS - 1})"),
     "workloads": Field((list,), "trace only these workloads, by name (default: all)",
                        check=lambda v: None if all(isinstance(w, str) for w in v)
                        else "must be a list of workload names"),
@@ -198,8 +222,15 @@ class CampaignSpec:
     requires: dict[str, Any] = field(default_factory=dict)
     smoke: bool = False
     """Whether the spec's ``smoke:`` overrides were applied."""
+    report: dict[str, Any] = field(default_factory=dict)
+    """The report's settings (``report:``): baseline, test, mean, alpha."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
+
+    @functools.cached_property
+    def target_config(self) -> TargetConfig:
+        """The spec's target config, read and checked on first use (once per spec)."""
+        return TargetConfig.load(self.target)
 
 
 def _plain(node: Any) -> Any:
@@ -285,6 +316,39 @@ def _apply_android(path: Path, doc: dict) -> dict:
     return {**doc, **android}
 
 
+#: top-level keys that say how runs are reported, not what runs: a campaign may change them
+#: and still resume
+_REPORTING_KEYS = ("report",)
+
+
+def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True) -> bool:
+    """Whether ``stored`` (a campaign directory's spec copy, as data) runs what ``spec`` as
+    applied runs: its smoke: overrides and target included, so a smoke campaign resumes as
+    itself; its ``report:`` settings aside.
+
+    ``legacy``: also accept the copy older versions kept of a smoke or ``--target`` campaign,
+    the spec file as written, when applying the same overrides to it gives ``spec``.
+    """
+    stored = _plain(stored)
+    if not isinstance(stored, dict):
+        return False
+    raw = {k: v for k, v in spec.raw.items() if k not in _REPORTING_KEYS}
+    stored = {k: v for k, v in stored.items() if k not in _REPORTING_KEYS}
+    if stored == raw:
+        return True
+    if not legacy:
+        return False
+    try:
+        applied = _apply_smoke(spec.path, stored) if spec.smoke and "smoke" in stored else stored
+    except SpecError:
+        return False
+
+    def target(doc: dict) -> Path | None:
+        return _resolve(spec.path, doc["target"]) if isinstance(doc.get("target"), str) else None
+
+    return ({**applied, "target": None} == {**raw, "target": None} and target(applied) == target(raw))
+
+
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
               target: str | os.PathLike | None = None) -> CampaignSpec:
     """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
@@ -328,10 +392,9 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
             kernel = _resolve(path, v["kernel"])
             if check_files and not kernel.is_file():
                 raise SpecError(path, f"variants[{i}].kernel", f"kernel variant spec {kernel} not found")
-            if check_files and importlib.util.find_spec("lisa_ext.kernel") is None:
-                raise SpecError(path, f"variants[{i}].kernel",
-                                "kernel variants need lisa_ext.kernel, which is not part of this "
-                                "installation yet; use runtime knobs only")
+            if check_files:
+                # before anything runs: its problems would otherwise surface at the variant's deploy
+                load_kernel_spec(kernel)
         knobs = {str(k): _knob_text(val) for k, val in (v.get("knobs") or {}).items()}
         variants.append(VariantSpec(v["name"], knobs, kernel, str(v.get("description", "")),
                                     _plain(v.get("workload-options") or {})))
@@ -344,12 +407,20 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
             if w.kind in variant.workload_options:
                 _check_workload(path, f"variants[{i}].workload-options.{w.kind} on {w.name}",
                                 {"name": w.name, "kind": w.kind, **variant.workload(w).options})
+    report = check_mapping(path, top["report"], "report", _REPORT_SCHEMA) if "report" in top else {}
+    if "baseline" in report and report["baseline"] not in {v.name for v in variants}:
+        raise SpecError(path, "report.baseline", f"{report['baseline']!r} is not a variant of this spec; "
+                        f"allowed: {', '.join(v.name for v in variants)}")
     if trace is not None and trace.workloads is not None:
         for name in trace.workloads:
             if name not in {w.name for w in workloads}:
                 raise SpecError(path, "trace.workloads", f"{name!r} is not a workload of this spec; "
                                 f"allowed: {', '.join(w.name for w in workloads)}")
 
+    runs = len(variants) * len(workloads) * top["iterations"]
+    if runs > MAX_RUNS:
+        raise SpecError(path, "iterations", f"{len(variants)} variants x {len(workloads)} workloads x "
+                        f"{top['iterations']} iterations is {runs} runs; a campaign has at most {MAX_RUNS}")
     return CampaignSpec(
         path=path,
         name=top["name"],
@@ -364,5 +435,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
         retries=top.get("retries", 1),
         requires=requires,
         smoke=smoke,
+        report=_plain(report),
         raw=_plain(doc),
     )

@@ -1,8 +1,7 @@
-"""Campaign status: which runs of a campaign directory are done, failed or missing."""
+"""Campaign status: which runs of a campaign directory are done, failed, missing or damaged."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 from lisa_ext.campaign import trace_loss
 from lisa_ext.campaign.runner import plan_runs
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import JOURNAL_NAME, CampaignStore, RunKey
+from lisa_ext.campaign.store import CampaignStore, DamagedRun, RunKey
 from lisa_ext.errors import UserError
 
 __all__ = ["CampaignStatus", "campaign_status"]
@@ -26,20 +25,33 @@ class CampaignStatus:
     """The run a killed runner left half-done, if any."""
     lost_events: dict[str, int] = field(default_factory=dict)
     """Runs (label -> events) whose traces lost events."""
+    damaged: list[DamagedRun] = field(default_factory=list)
+    """Run directories that are not readable runs (a truncated ``result.json``, ...)."""
+    repaired: list[tuple[DamagedRun, Path]] = field(default_factory=list)
+    """Damaged runs ``--repair`` moved aside, and where to."""
+    directory: Path | None = None
 
     def render(self) -> str:
-        total = len(self.done) + len(self.failed) + len(self.missing)
-        lines = [f"campaign {self.name}: {len(self.done)} done, {len(self.failed)} failed, "
-                 f"{len(self.missing)} missing (of {total})"]
+        total = len(self.done) + len(self.failed) + len(self.missing) + sum(
+            bad.key is not None for bad in self.damaged)
+        lines = [f"moved the damaged run {bad.label} aside to {dest} ({bad.problem}); every other run "
+                 "is kept, and --resume runs it again" for bad, dest in self.repaired]
+        lines += [f"campaign {self.name}: {len(self.done)} done, {len(self.failed)} failed, "
+                  f"{len(self.missing)} missing (of {total})"
+                  + (f", {len(self.damaged)} damaged" if self.damaged else "")]
         lines += [f"  done     {k}{self._lost_mark(k)}" for k in self.done]
         lines += [f"  failed   {k}  {_headline(err)}{self._lost_mark(k)}" for k, err in self.failed]
         lines += [f"  missing  {k}" for k in self.missing]
+        lines += [f"  damaged  {bad.label}  {bad.problem}" for bad in self.damaged]
         if self.lost_events:
             lines.append(trace_loss.warning_line(self.lost_events))
+        if self.damaged:
+            where = f" {self.directory}" if self.directory is not None else ""
+            lines.append(f"damaged runs stop the report: `lisa-ext campaign status --repair{where}` moves "
+                         "them aside (every other run is kept) and --resume runs them again")
         if self.interrupted:
             lines.append(f"interrupted during {self.interrupted}: run it again with --resume")
         return "\n".join(lines)
-
 
     def _lost_mark(self, key: RunKey) -> str:
         n = self.lost_events.get(str(key))
@@ -53,29 +65,35 @@ def _headline(error: str) -> str:
     return lines[0] + (f" [{panic}]" if panic else "")
 
 
-def campaign_status(campaign_dir: str | os.PathLike) -> CampaignStatus:
+def campaign_status(campaign_dir: str | os.PathLike, *, repair: bool = False) -> CampaignStatus:
+    """The runs of a campaign directory against its spec copy; ``repair`` first moves damaged
+    runs aside (:meth:`~lisa_ext.campaign.store.CampaignStore.quarantine`)."""
     store = CampaignStore(campaign_dir)
     if not store.spec_copy.is_file():
         raise UserError(f"{campaign_dir} is not a campaign directory (no campaign.yml)")
     spec = load_spec(store.spec_copy, check_files=False)
-    results = store.results()
+    scan = store.scan()
+    repaired = store.quarantine(scan.damaged) if repair else []
+    if repaired:
+        scan = store.scan()
     done, failed, missing = [], [], []
     lost = {}
+    by_key = {run.key: run for run in scan.runs}
+    damaged_keys = {bad.key for bad in scan.damaged}
     for key in sorted(plan_runs(spec)):
-        r = results.get(key)
-        if r is not None and (n := trace_loss.read_run_lost(store.run_dir(key))):
+        run = by_key.get(key)
+        if run is not None and (n := trace_loss.read_run_lost(run)):
             lost[str(key)] = n
-        if r is None:
-            missing.append(key)
-        elif r.status == "ok":
+        if run is None:
+            if key not in damaged_keys:
+                missing.append(key)
+        elif run.ok:
             done.append(key)
         else:
-            failed.append((key, r.error or ""))
-    journal = Path(campaign_dir) / JOURNAL_NAME
+            failed.append((key, run.error or ""))
+    journal = store.journal.read()
     interrupted = None
-    if journal.is_file():
-        try:
-            interrupted = json.loads(journal.read_text() or "{}").get("run")
-        except ValueError:
-            interrupted = "an unknown run"
-    return CampaignStatus(spec.name, done, failed, missing, interrupted, lost)
+    if journal is not None:
+        interrupted = "an unknown run" if "damaged" in journal else journal.get("run")
+    return CampaignStatus(spec.name, done, failed, missing, interrupted, lost, scan.damaged, repaired,
+                          store.root)

@@ -2,18 +2,25 @@
 
 Layout (the contract every later stage reads)::
 
-    data/<campaign>/campaign.yml                      the spec as run
+    data/<campaign>/campaign.yml                      the spec as run (smoke: overrides applied)
+    data/<campaign>/campaign-state.json               values the runner computed once
+    data/<campaign>/.runner-journal.json              while a run changes the target: how to undo it
     data/<campaign>/runs/<variant>/<workload>/<i>/    one run, i = 0, 1, ...
         result.json   {campaign, variant, workload, iteration, status, error, metrics}
         meta.json     provenance: kernel, knobs read back, tool versions, timestamps
         trace.dat     when traced
         ...           the workload's raw output
+    data/<campaign>/quarantine/<variant>/<workload>/<i>/   a damaged run moved aside
+    data/<campaign>/report/                           the report (lisa_ext.report)
 
-A run directory is written under a hidden temporary name next to its final
-place and renamed when complete, so a directory named by its iteration number
-is always a finished run (status "ok" or "failed").
+This module is the one writer of a campaign directory (:class:`CampaignStore`).
+A run's files are gathered in a hidden scratch directory next to its final
+place; :meth:`CampaignStore.publish` writes its result and provenance, syncs
+every file and directory of it and renames it into place, so a directory named
+by its iteration number is always a finished run (status "ok" or "failed"),
+also after a crash of the machine.
 
-This module is also the one reader of the store: :func:`read_campaign` gives
+It is also the one reader of the store: :func:`read_campaign` gives
 typed :class:`Run` records (each with its :class:`RunMeta`) in spec order, and
 :func:`metrics_table` the validated tidy metrics table. The report, the
 studies, the quickstart notebook and ``campaign status`` all read through it,
@@ -23,6 +30,8 @@ unless asked for (``include_failed=True``) and listed apart.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import os
@@ -38,15 +47,23 @@ from lisa_ext.schema import load_yaml
 from lisa_ext.errors import SpecError, UserError
 
 __all__ = [
-    "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "RUN_STATUSES", "TMP_PREFIX", "TRACE_FILES",
-    "Campaign", "CampaignStore", "Metric", "Run", "RunKey", "RunMeta", "RunResult",
-    "load_result", "metrics_table", "read_campaign", "read_json_object", "validate_metrics",
+    "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "QUARANTINE_DIR", "RUN_STATUSES", "SPEC_COPY",
+    "STATE_NAME", "TMP_PREFIX", "TRACE_FILES",
+    "Campaign", "CampaignStore", "DamagedRun", "Journal", "Metric", "Run", "RunKey", "RunMeta",
+    "RunResult", "StoreScan",
+    "load_result", "metrics_table", "read_campaign", "read_json_object", "traced_runs",
+    "validate_metrics", "write_json",
 ]
 
 TMP_PREFIX = ".tmp-"
-#: the runner's journal in a campaign directory: what a killed run left behind (the runner
-#: writes it, status and recovery read it)
+#: the spec the campaign runs, as applied (smoke overrides, another target)
+SPEC_COPY = "campaign.yml"
+#: per-campaign values the runner computes once (rt-app calibration, ...)
+STATE_NAME = "campaign-state.json"
+#: what the run in progress changed on the target, written before each change (see :class:`Journal`)
 JOURNAL_NAME = ".runner-journal.json"
+#: where ``campaign status --repair`` moves damaged runs
+QUARANTINE_DIR = "quarantine"
 RUN_STATUSES = ("ok", "failed")
 #: column -> pandas dtype of the tidy metrics table (one row per run and metric)
 METRIC_DTYPES: dict[str, str] = {
@@ -91,6 +108,14 @@ class RunKey:
 
     def __str__(self) -> str:
         return f"{self.variant}/{self.workload}/{self.iteration}"
+
+    @classmethod
+    def parse(cls, label: str) -> "RunKey | None":
+        """The key ``str(key)`` wrote (``variant/workload/iteration``), None if ``label`` is not one."""
+        parts = str(label).split("/")
+        if len(parts) != 3 or not parts[2].isdigit():
+            return None
+        return cls(parts[0], parts[1], int(parts[2]))
 
 
 @dataclass
@@ -164,43 +189,178 @@ def load_result(path: Path, expected: RunKey | None = None) -> RunResult:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON via a temporary file and rename, so a reader never sees half a file."""
+    """Write JSON via a synced temporary file and a rename, so a reader never sees half a file
+    and a crash leaves the old file or the new one."""
+    _write_bytes(path, (json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode())
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".part")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
+def _fsync_tree(root: Path) -> None:
+    """fsync every file below ``root`` (subdirectories such as ``wa-output/`` included), then
+    every directory from the deepest up to ``root`` itself: what a rename then publishes is on
+    disk whatever happens to the machine after it."""
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue  # the link is an entry of its directory, synced with it
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+@dataclass(frozen=True)
+class DamagedRun:
+    """A directory under ``runs/`` that is not a readable finished run (a truncated or
+    hand-edited ``result.json``, a stray directory): listed by ``campaign status``, moved
+    aside by :meth:`CampaignStore.quarantine`."""
+
+    path: Path
+    #: the run its directory names, when it names one
+    key: RunKey | None
+    problem: str
+
+    @property
+    def label(self) -> str:
+        return str(self.key) if self.key is not None else str(self.path)
+
+
+class Journal:
+    """The file where the runner notes, before each change to the target, how to undo it
+    (``.runner-journal.json``): what a killed runner left behind. The store owns the file;
+    what goes in it is the target session's (:class:`lisa_ext.campaign.session.TargetSession`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, data: dict) -> None:
+        write_json(self.path, data)
+
+    def read(self) -> dict | None:
+        """The journal, ``None`` when there is none; a damaged one is ``{"damaged": why}``."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            return {"damaged": f"cannot read {self.path}: {exc}"}
+        try:
+            data = json.loads(text or "{}")
+        except json.JSONDecodeError as exc:
+            return {"damaged": f"{self.path}: not valid JSON ({exc.msg})"}
+        return data if isinstance(data, dict) else {"damaged": f"{self.path}: not a JSON object"}
+
+    def clear(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return
+        _fsync_dir(self.path.parent)
+
+
 class CampaignStore:
-    """One campaign directory: ``data/<campaign>/``."""
+    """One campaign directory, ``data/<campaign>/``, and the one writer of it.
+
+    A run's files are gathered in a scratch directory (:meth:`scratch`) and become a run only
+    through :meth:`publish`; the spec copy, the runner's state and its journal are written here
+    too. Readers use :func:`read_campaign` (strict: a damaged run is an error naming it) or
+    :meth:`scan` (lenient: damaged runs listed apart, for ``status`` and ``--resume``).
+    """
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self.journal = Journal(self.root / JOURNAL_NAME)
 
     @property
     def spec_copy(self) -> Path:
-        return self.root / "campaign.yml"
+        return self.root / SPEC_COPY
 
     @property
     def runs_dir(self) -> Path:
         return self.root / "runs"
 
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.root / QUARANTINE_DIR
+
+    def exists(self) -> bool:
+        """Whether this directory holds a campaign (a spec copy or collected runs)."""
+        return self.spec_copy.is_file() or self.runs_dir.is_dir()
+
+    def has_runs(self) -> bool:
+        """Whether any run was published here."""
+        return self.runs_dir.is_dir() and any(self.runs_dir.glob("*/*/[0-9]*"))
+
+    def last_change(self) -> float:
+        """When a run was last published or moved aside here (an mtime; 0 without runs)."""
+        return max((d.stat().st_mtime for d in self.runs_dir.glob("*/*") if d.is_dir()), default=0.0)
+
     def run_dir(self, key: RunKey) -> Path:
         return self.runs_dir / key.variant / key.workload / str(key.iteration)
 
-    def new_tmp_run_dir(self, key: RunKey) -> Path:
-        """A fresh, empty temporary directory next to where ``key``'s run will live."""
+    def is_published(self, key: RunKey) -> bool:
+        return (self.run_dir(key) / "result.json").is_file()
+
+    # -- the campaign's own files ---------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the directory for one runner (an flock on the directory itself: no lock file
+        to clean up, released by the kernel even on SIGKILL)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise UserError(f"another runner is working on {self.root}") from None
+            yield
+        finally:
+            os.close(fd)
+
+    def read_spec_copy(self) -> Any:
+        """The spec copy as plain data (``None`` when there is none)."""
+        if not self.spec_copy.is_file():
+            return None
+        return json.loads(json.dumps(load_yaml(self.spec_copy, "campaign spec"), default=str))
+
+    def write_spec_copy(self, text: str) -> None:
+        """Store the spec the campaign runs (synced, renamed into place)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        _write_bytes(self.spec_copy, text.encode("utf-8"))
+
+    def read_state(self) -> dict:
+        """Values the runner computed once for the campaign (``campaign-state.json``)."""
+        path = self.root / STATE_NAME
+        return read_json_object(path) if path.is_file() else {}
+
+    def write_state(self, state: dict) -> None:
+        write_json(self.root / STATE_NAME, state)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def scratch(self, key: RunKey) -> Path:
+        """A fresh, empty directory next to where ``key``'s run will live, for its files."""
         parent = self.run_dir(key).parent
         parent.mkdir(parents=True, exist_ok=True)
         tmp = parent / f"{TMP_PREFIX}{key.iteration}"
@@ -209,20 +369,30 @@ class CampaignStore:
         tmp.mkdir()
         return tmp
 
-    def commit_run(self, tmp: Path, key: RunKey) -> Path:
-        """Atomically publish a finished run: rename its temporary directory."""
+    def publish(self, key: RunKey, meta: Mapping[str, Any], result: RunResult,
+                scratch: Path | None = None) -> Path:
+        """Make a finished run visible at once: write its ``meta.json`` and ``result.json``
+        into ``scratch`` (which holds the run's other files; a fresh one when ``None``), sync
+        every file and directory in it, rename it to the run's place, sync the parents, then
+        clear the journal (the run has undone its changes to the target by then).
+
+        A kill before the rename leaves a scratch directory the next ``--resume`` removes; a
+        kill after it leaves the run published and the journal naming it, and the next
+        ``--resume`` keeps the run and says so."""
+        if scratch is None:
+            scratch = self.scratch(key)
+        write_json(scratch / "meta.json", dict(meta))
+        write_json(scratch / "result.json", result.to_json())
+        _fsync_tree(scratch)
         final = self.run_dir(key)
-        for f in tmp.iterdir():
-            if f.is_file():
-                with open(f, "rb") as fh:
-                    os.fsync(fh.fileno())
-        _fsync_dir(tmp)
-        os.rename(tmp, final)
-        _fsync_dir(final.parent)
+        os.rename(scratch, final)
+        for directory in (final.parent, final.parent.parent, self.runs_dir):
+            _fsync_dir(directory)
+        self.journal.clear()
         return final
 
     def remove_partial_runs(self, *, ignore_errors: bool = False) -> list[Path]:
-        """Delete temporary run directories left by an interrupted runner."""
+        """Delete the scratch directories an interrupted runner left."""
         removed = []
         if self.runs_dir.is_dir():
             for tmp in sorted(self.runs_dir.glob(f"*/*/{TMP_PREFIX}*")):
@@ -230,18 +400,48 @@ class CampaignStore:
                 removed.append(tmp)
         return removed
 
-    def iter_results(self) -> Iterator[tuple[Path, RunResult]]:
-        """Every finished run, in (variant, workload, iteration) order (read by
-        :func:`read_campaign`, the one walker of the store)."""
+    def scan(self) -> "StoreScan":
+        """Every finished run, and apart the directories that are not readable runs."""
         if not self.runs_dir.is_dir():
-            return
-        runs = read_campaign(self.root, allow_empty=True).runs
-        for run in sorted(runs, key=lambda r: r.key):
-            yield run.path, RunResult(run.campaign, run.variant, run.workload, run.iteration,
-                                      run.status, run.error, list(run.metrics))
+            return StoreScan([], [])
+        damaged: list[DamagedRun] = []
+        runs = _read_runs(self.root, damaged)
+        return StoreScan(sorted(runs, key=lambda r: r.key), damaged)
 
     def results(self) -> dict[RunKey, RunResult]:
-        return {r.key: r for _path, r in self.iter_results()}
+        """The result of every finished run (a damaged run is a SpecError naming it)."""
+        if not self.runs_dir.is_dir():
+            return {}
+        return {r.key: r.result for r in _read_runs(self.root, None)}
+
+    def quarantine(self, damaged: Iterable[DamagedRun]) -> list[tuple[DamagedRun, Path]]:
+        """Move damaged runs aside, to ``quarantine/`` under their path below ``runs/``
+        (numbered when that place is taken); every other run stays. Returns (run, new place)."""
+        moved = []
+        for bad in damaged:
+            dest = self.quarantine_dir / bad.path.relative_to(self.runs_dir)
+            n = 1
+            while dest.exists():
+                dest = dest.with_name(f"{bad.path.name}-{n}")
+                n += 1
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(bad.path, dest)
+            _fsync_dir(dest.parent)
+            _fsync_dir(bad.path.parent)
+            moved.append((bad, dest))
+        return moved
+
+
+@dataclass
+class StoreScan:
+    """What :meth:`CampaignStore.scan` found."""
+
+    #: readable finished runs, by key
+    runs: list["Run"]
+    damaged: list[DamagedRun]
+
+    def results(self) -> dict[RunKey, RunResult]:
+        return {r.key: r.result for r in self.runs}
 
 
 class RunMeta(Mapping[str, Any]):
@@ -291,6 +491,12 @@ class RunMeta(Mapping[str, Any]):
     def duration_s(self) -> float | None:
         return self._data.get("duration_s")
 
+    @property
+    def idle_states(self) -> dict[int, str]:
+        """Idle state index -> the kernel's name (``platform.idle-states``); empty when the
+        run did not record them."""
+        return {i: str(name) for i, name in enumerate(self._mapping("platform").get("idle-states") or [])}
+
 
 @dataclass(frozen=True)
 class Run:
@@ -318,6 +524,12 @@ class Run:
         return f"{self.variant}/{self.workload}/{self.iteration}"
 
     @property
+    def result(self) -> RunResult:
+        """The run's ``result.json``."""
+        return RunResult(self.campaign, self.variant, self.workload, self.iteration, self.status,
+                         self.error, list(self.metrics))
+
+    @property
     def trace(self) -> Path | None:
         """``trace.dat``, or a text / systrace HTML trace (Android targets)."""
         for name in TRACE_FILES:
@@ -342,6 +554,8 @@ class Campaign:
     variants: list[str]
     workloads: list[str]
     runs: list[Run] = field(default_factory=list)
+    #: the spec's ``report:`` settings (baseline, test, mean, alpha), as stored
+    report_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok_runs(self) -> list[Run]:
@@ -351,6 +565,15 @@ class Campaign:
     def failed_runs(self) -> list[Run]:
         return [r for r in self.runs if not r.ok]
 
+    def traced_runs(self, variant: str | None = None, workload: str | None = None,
+                    iteration: int | None = None) -> list[Run]:
+        """The successful runs with a trace, in the campaign's order, optionally only those of
+        one variant, workload or iteration: the runs every per-trace loop (analyses, report,
+        studies) goes over."""
+        return [r for r in self.ok_runs if r.trace is not None
+                and variant in (None, r.variant) and workload in (None, r.workload)
+                and iteration in (None, r.iteration)]
+
     def metrics_table(self, include_failed: bool = False) -> pd.DataFrame:
         """The validated tidy metrics table of these runs (see :func:`metrics_table`)."""
         rows = [(self.name, r.variant, r.workload, m.name, m.unit, m.lower_is_better,
@@ -359,12 +582,12 @@ class Campaign:
         return validate_metrics(pd.DataFrame(rows, columns=METRICS_COLUMNS), self.root)
 
 
-def _spec_names(root: Path) -> tuple[str | None, list[str], list[str]]:
-    """Name, variant names and workload names of the spec copy, leniently:
+def _spec_names(root: Path) -> tuple[str | None, list[str], list[str], dict[str, Any]]:
+    """Name, variant names, workload names and report settings of the spec copy, leniently:
     the copy is what was run, only its names and their order matter here."""
-    spec = root / "campaign.yml"
+    spec = root / SPEC_COPY
     if not spec.is_file():
-        return None, [], []
+        return None, [], [], {}
     data = load_yaml(spec, "campaign spec")
     if not isinstance(data, dict):
         raise SpecError(spec, "<top>", "expected a mapping")
@@ -376,7 +599,9 @@ def _spec_names(root: Path) -> tuple[str | None, list[str], list[str]]:
         return [str(i["name"]) for i in items if isinstance(i, dict) and "name" in i]
 
     name = data.get("name")
-    return (str(name) if name else None), names("variants"), names("workloads")
+    report = data.get("report")
+    return ((str(name) if name else None), names("variants"), names("workloads"),
+            dict(report) if isinstance(report, dict) else {})
 
 
 def _ordered(seen: set[str], spec: list[str]) -> list[str]:
@@ -385,6 +610,32 @@ def _ordered(seen: set[str], spec: list[str]) -> list[str]:
 
 def _visible_dirs(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _read_runs(root: Path, damaged: list[DamagedRun] | None) -> list[Run]:
+    """The runs under ``root/runs``. A directory that is not a readable run is a SpecError
+    naming it, or, given a ``damaged`` list, added to that list."""
+    runs = []
+    for vdir in _visible_dirs(root / "runs"):
+        for wdir in _visible_dirs(vdir):
+            for idir in _visible_dirs(wdir):
+                key = RunKey(vdir.name, wdir.name, int(idir.name)) if idir.name.isdigit() else None
+                try:
+                    if key is None:
+                        raise SpecError(idir, "<directory>", "iteration directories are named 0, 1, ...")
+                    path = idir / "result.json"
+                    if not path.is_file():
+                        raise SpecError(path, "<file>", "missing: every finished run has a result.json")
+                    result = load_result(path, key)
+                except SpecError as exc:
+                    if damaged is None:
+                        raise SpecError(exc.path, exc.key, f"{exc.problem} (`lisa-ext campaign status "
+                                        f"--repair {root}` moves the damaged run aside)") from None
+                    damaged.append(DamagedRun(idir, key, str(exc)))
+                    continue
+                runs.append(Run(key.variant, key.workload, key.iteration, idir, result.status,
+                                result.error, tuple(result.metrics), result.campaign))
+    return runs
 
 
 def read_campaign(root: str | os.PathLike, *, allow_empty: bool = False) -> Campaign:
@@ -398,26 +649,32 @@ def read_campaign(root: str | os.PathLike, *, allow_empty: bool = False) -> Camp
     runs_dir = root / "runs"
     if not runs_dir.is_dir():
         raise UserError(f"{root}: not a campaign directory (no runs/ in it)")
-    name, spec_variants, spec_workloads = _spec_names(root)
-    runs = []
-    for vdir in _visible_dirs(runs_dir):
-        for wdir in _visible_dirs(vdir):
-            for idir in _visible_dirs(wdir):
-                if not idir.name.isdigit():
-                    raise SpecError(idir, "<directory>", "iteration directories are named 0, 1, ...")
-                path = idir / "result.json"
-                if not path.is_file():
-                    raise SpecError(path, "<file>", "missing: every finished run has a result.json")
-                result = load_result(path, RunKey(vdir.name, wdir.name, int(idir.name)))
-                runs.append(Run(vdir.name, wdir.name, int(idir.name), idir, result.status,
-                                result.error, tuple(result.metrics), result.campaign))
+    name, spec_variants, spec_workloads, report = _spec_names(root)
+    runs = _read_runs(root, None)
     if not runs and not allow_empty:
         raise UserError(f"{root}: the campaign has no finished runs yet")
     variants = _ordered({r.variant for r in runs}, spec_variants)
     workloads = _ordered({r.workload for r in runs}, spec_workloads)
     vpos, wpos = {v: i for i, v in enumerate(variants)}, {w: i for i, w in enumerate(workloads)}
     runs.sort(key=lambda r: (wpos[r.workload], vpos[r.variant], r.iteration))
-    return Campaign(name or root.name, root, variants, workloads, runs)
+    return Campaign(name or root.name, root, variants, workloads, runs, report)
+
+
+def traced_runs(campaign_dir: str | os.PathLike, variant: str | None = None,
+                workload: str | None = None, iteration: int | None = None) -> tuple[Campaign, list[Run]]:
+    """The campaign and its traced runs (:meth:`Campaign.traced_runs`), the one way every
+    per-trace loop (``lisa-ext analyse``, the report, the studies) picks its runs.
+
+    :raises UserError: no successful run (matching the filters) has a trace.
+    """
+    campaign = read_campaign(campaign_dir)
+    runs = campaign.traced_runs(variant, workload, iteration)
+    if not runs:
+        filters = ", ".join(f"{k}={v}" for k, v in (("variant", variant), ("workload", workload),
+                                                      ("iteration", iteration)) if v is not None)
+        raise UserError(f"{campaign.root}: no successful run" + (f" matching {filters}" if filters else "")
+                        + " has a trace")
+    return campaign, runs
 
 
 def metrics_table(campaign_dirs: str | os.PathLike | Iterable[str | os.PathLike],

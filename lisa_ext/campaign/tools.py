@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -25,10 +26,10 @@ from pathlib import Path
 from typing import Iterable
 
 from lisa_ext.errors import UserError
-from lisa_ext.workbench import cache_root
+from lisa_ext.workbench import cache_root, workbench_dir
 
 __all__ = ["BUILDABLE", "Recipe", "build_tool", "cached_build", "install_cached_tools", "install_tool",
-           "missing_tool_hint", "tools_cache_dir"]
+           "missing_tool_hint", "shared_source", "tools_cache_dir"]
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,15 @@ class Recipe:
     marker: str
     """A file every genuine source tree of the tool has, to catch a wrong ``--src``."""
     origin: str
+    source: str
+    """Its source tree's directory name among the workbench's shared sources (``../shared/src``)."""
 
 
 BUILDABLE: dict[str, Recipe] = {
-    "schbench": Recipe((("make",),), "schbench", "schbench.c", "github masoncl/schbench"),
+    "schbench": Recipe((("make",),), "schbench", "schbench.c", "github masoncl/schbench", "schbench"),
     "ebizzy": Recipe((("sh", "./configure"), ("make",)), "ebizzy", "ebizzy.c",
-                     "github pratiksampat/sleeping-ebizzy (the sleeping ebizzy of RFC 003)"),
+                     "github pratiksampat/sleeping-ebizzy (the sleeping ebizzy of RFC 003)",
+                     "sleeping-ebizzy"),
 }
 
 
@@ -118,9 +122,32 @@ def install_cached_tools(target, names: Iterable[str]) -> list[str]:
     return installed
 
 
-def missing_tool_hint(tool: str) -> str:
-    """One sentence telling the user how to provide ``tool`` on the target."""
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it here: relative to the current directory when inside it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return shlex.quote(str(path))
+    return shlex.quote(relative if not relative.startswith("../../") else str(path))
+
+
+def shared_source(name: str) -> Path | None:
+    """The source tree of a buildable tool shipped beside the workbench (``../shared/src/<dir>``)."""
+    recipe = BUILDABLE.get(name)
+    if recipe is None:
+        return None
+    try:
+        tree = workbench_dir().parent / "shared" / "src" / recipe.source
+    except UserError:
+        return None
+    return tree if (tree / recipe.marker).is_file() else None
+
+
+def missing_tool_hint(tool: str, target_conf: str | os.PathLike) -> str:
+    """How to provide ``tool`` on the target of ``target_conf``: the command to paste."""
     if tool in BUILDABLE:
-        return (f"build and install it from its sources ({BUILDABLE[tool].origin}): "
-                f"lisa-ext campaign tool install {tool} --src DIR --target TARGET.yml")
+        src = shared_source(tool)
+        where = _shown(src) if src is not None else f"<a checkout of {BUILDABLE[tool].origin}>"
+        return (f"build and install it from its sources: lisa-ext campaign tool install {tool} "
+                f"--src {where} --target {_shown(Path(target_conf))}")
     return "on Debian: bash scripts/install-system-packages.sh"

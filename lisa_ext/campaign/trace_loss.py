@@ -11,9 +11,11 @@ name the runs whose traces lost events instead of silently under-counting.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Mapping
 
+from lisa_ext.campaign.store import Run
+from lisa_ext.errors import SpecError
 from lisa_ext.trace.tracedat import count_events
 
 __all__ = ["META_KEY", "lost_total", "read_run_lost", "record_lost_events", "warning_line"]
@@ -36,7 +38,7 @@ def record_lost_events(run_dir: Path, meta: dict) -> None:
         meta[META_KEY] = {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def lost_total(meta: dict) -> int:
+def lost_total(meta: Mapping) -> int:
     """Events a run's trace lost according to its meta (0 when untraced or unknown)."""
     lost = meta.get(META_KEY)
     if not isinstance(lost, dict):
@@ -45,13 +47,13 @@ def lost_total(meta: dict) -> int:
     return total if isinstance(total, int) and not isinstance(total, bool) else 0
 
 
-def read_run_lost(run_dir: Path) -> int:
-    """Events lost by the trace of a finished run directory, read from its ``meta.json``."""
+def read_run_lost(run: Run) -> int:
+    """Events lost by the trace of a finished run, read from its ``meta.json`` (0 when that
+    cannot be read: the loss is a warning, not what decides whether the run counts)."""
     try:
-        meta = json.loads((Path(run_dir) / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return lost_total(run.meta)
+    except SpecError:
         return 0
-    return lost_total(meta) if isinstance(meta, dict) else 0
 
 
 def warning_line(lost: dict[str, int]) -> str:

@@ -5,9 +5,9 @@
 * :mod:`lisa_ext.kernel.patches` — ``git am`` / ``patch -p1`` with failures naming the hunk
 * :mod:`lisa_ext.kernel.config` — fragment requests vs the final ``.config``
 * :mod:`lisa_ext.kernel.build` — :func:`~lisa_ext.kernel.build.build_variant` and its cache
+* :mod:`lisa_ext.kernel.deploy` — put a built variant on a target (:class:`lisa_ext.target.Target`)
+  and verify that it runs
 * :mod:`lisa_ext.kernel.cli` — ``lisa-ext kernel check|build``
-
-Deployment to the virtual board lives in ``lisa_ext.kernel.deploy`` (vboard part).
 """
 
 __all__: list[str] = []

@@ -36,7 +36,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_spec
-from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree
+from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree, tree_key
 from lisa_ext.vboard.devicetree import SOCS, compile_soc_dtb
 from lisa_ext.workbench import workbench_path
 
@@ -45,6 +45,8 @@ __all__ = [
     "KernelArtefacts",
     "BuildError",
     "build_variant",
+    "build_status",
+    "BuildStatus",
     "artefact_hash",
     "platform_emu_dir",
     "resolve_config",
@@ -295,6 +297,46 @@ def _load_cached(spec: VariantSpec, directory: Path, cached: bool) -> KernelArte
         config_not_taken=tuple(meta.get("config_not_taken", ())),
         cached=cached,
     )
+
+
+@dataclass(frozen=True)
+class BuildStatus:
+    """Whether a variant's build is in the cache, without building or fetching anything."""
+
+    name: str
+    spec_path: Path
+    #: the artefact hash (None when the base tree's key needs a network fetch first)
+    hash: str | None
+    built: bool
+    directory: Path | None
+    #: the variant whose build made the cached artefacts (the hash ignores cmdline, knobs,
+    #: modules: variants differing only there share one build)
+    built_by: str | None = None
+    reason: str = ""
+
+
+def build_status(spec_path: str | os.PathLike, arch: str | None = None) -> BuildStatus:
+    """:class:`BuildStatus` of the variant at ``spec_path`` built for ``arch`` (default: the
+    spec's own): its hash and whether
+    ``<cache>/kernels/artefacts/<hash>`` holds a finished build. Offline: a git base
+    tree whose mirror is not cloned yet gives no hash (``reason`` says so)."""
+    spec = load_spec(spec_path, arch=arch)
+    if spec.base.kind == "git":
+        mirror = kernels_cache() / "git-mirrors" / hashlib.sha256(spec.base.location.encode()).hexdigest()[:16]
+        if not (mirror / "HEAD").exists():
+            return BuildStatus(spec.name, spec.path, None, False, None,
+                               reason=f"base tree {spec.base.location} not fetched yet: the first "
+                                      f"'lisa-ext kernel build' clones it")
+    try:
+        digest = artefact_hash(spec, tree_key(spec.base))
+    except UserError as exc:
+        return BuildStatus(spec.name, spec.path, None, False, None, reason=str(exc))
+    directory = kernels_cache() / "artefacts" / digest
+    meta_path = directory / "artefacts.json"
+    if not meta_path.is_file():
+        return BuildStatus(spec.name, spec.path, digest, False, directory)
+    meta = json.loads(meta_path.read_text())
+    return BuildStatus(spec.name, spec.path, digest, True, directory, built_by=meta.get("variant"))
 
 
 def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: bool = False, log=print,

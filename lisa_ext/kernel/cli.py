@@ -1,4 +1,4 @@
-"""``lisa-ext kernel check|build VARIANT.yml``."""
+"""``lisa-ext kernel check|build VARIANT.yml``, ``lisa-ext kernel status SPEC``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from lisa_ext.kernel.build import build_env, build_variant, resolve_config
+from lisa_ext.kernel.build import build_env, build_status, build_variant, resolve_config
 from lisa_ext.kernel.spec import ARCHES, load_spec
+from lisa_ext.schema import load_yaml
+from lisa_ext.workbench import shown_path
 from lisa_ext.kernel.tree import KernelTree, prepare_tree
 
 __all__ = ["register"]
@@ -72,6 +74,49 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _variant_specs(path: str) -> list[tuple[str, Path]]:
+    """(label, kernel variant spec) of a campaign spec's variants, or of one kernel variant spec."""
+    doc = load_yaml(Path(path), "spec")
+    if isinstance(doc, dict) and "variants" in doc and "workloads" in doc:
+        # deferred: only a campaign spec needs the campaign layer
+        from lisa_ext.campaign.spec import load_spec as load_campaign
+
+        campaign = load_campaign(path)
+        found = [(f"{campaign.name}/{v.name}", v.kernel) for v in campaign.variants if v.kernel is not None]
+        if not found:
+            print(f"{path}: no variant names a kernel: the campaign runs on the target's own kernel "
+                  "(knobs only), nothing to build")
+        return found
+    return [(load_spec(path).name, Path(path))]
+
+
+def _status(args: argparse.Namespace) -> int:
+    rows = []
+    for path in args.specs:
+        for label, spec_path in _variant_specs(path):
+            rows.append((label, build_status(spec_path)))
+    by_hash: dict[str, list[str]] = {}
+    for label, st in rows:
+        if st.hash:
+            by_hash.setdefault(st.hash, []).append(label)
+    width = max((len(label) for label, _ in rows), default=0)
+    missing = 0
+    for label, st in rows:
+        if st.hash is None:
+            print(f"{label:<{width}}  unknown: {st.reason}")
+            missing += 1
+            continue
+        shared = [other for other in by_hash[st.hash] if other != label]
+        share = f"; one build with {', '.join(shared)}" if shared else ""
+        if st.built:
+            by = f" (built for {st.built_by})" if st.built_by and st.built_by != st.name else ""
+            print(f"{label:<{width}}  built {st.hash[:12]}{by}{share}")
+        else:
+            missing += 1
+            print(f"{label:<{width}}  not built {st.hash[:12]}{share}: lisa-ext kernel build {shown_path(st.spec_path)}")
+    return 1 if missing else 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("kernel", help="check and build kernel variants",
                               description="Kernel variant specs (kernels/<study>/<variant>.yml): validate and build.")
@@ -97,3 +142,13 @@ def register(subparsers) -> None:
                    "cross-compiled; default: the spec's own)")
     b.add_argument("--json", action="store_true", help="print the artefacts as JSON")
     b.set_defaults(func=_build)
+    st = sub.add_parser("status", help="whether each kernel variant is built, and which build it shares",
+                        description="For a campaign spec (its variants' kernels) or kernel variant specs: "
+                                    "whether the build is in the cache, without building or fetching. "
+                                    "The build hash covers the base tree, patches, config fragments and "
+                                    "emulation modules, not cmdline, knobs or modules to load: variants "
+                                    "differing only there share one build. Exit status 1 when any is "
+                                    "not built.")
+    st.add_argument("specs", nargs="+", metavar="SPEC",
+                    help="campaign spec (notebooks/<study>.yml) or kernel variant spec")
+    st.set_defaults(func=_status)

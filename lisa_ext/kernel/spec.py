@@ -29,7 +29,15 @@ a spec without a section for it cannot be built for it.
 
 Knob paths may contain shell globs (``policy*``: policy numbers depend on the
 board's topology); the deployer expands them on the target and writes every
-match. Relative paths are relative to the spec file. Every problem is reported as a
+match. Relative paths are relative to the spec file.
+
+Specs travel between colleagues, so nothing in one may reach beyond what it
+names: patches and config fragments must lie in the spec's tree (the directory
+above the spec's own, ``kernels/`` for ``kernels/<study>/<variant>.yml``) or in
+the workbench's ``kernels/`` (symlinks followed), and a git base's URL and ref
+are refused when a program could read them as an option (a leading ``-``), when
+they hold whitespace or control characters, or when the URL names a transport
+that runs a command (``ext::``). Every problem is reported as a
 :class:`~lisa_ext.errors.SpecError` naming the file, the key (with its line)
 and what was expected.
 """
@@ -42,17 +50,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
-from lisa_ext.errors import SpecError
+from lisa_ext.errors import SpecError, UserError
 from lisa_ext.knobs import knob_problem
+from lisa_ext.schema import argument_problem, load_yaml
+from lisa_ext.workbench import workbench_path
 
 __all__ = [
     "ARCHES",
+    "GIT_PROTOCOLS",
     "BaseTree",
     "ModuleLoad",
     "VariantSpec",
+    "allowed_dirs",
     "load_spec",
     "DEFAULT_DEBIAN_PACKAGE",
 ]
@@ -60,13 +69,19 @@ __all__ = [
 #: the default base tree: Debian's kernel source package, as a tarball in /usr/src
 DEFAULT_DEBIAN_PACKAGE = "linux-source-6.12"
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
-_PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}\Z")
+_PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 #: the architectures a variant is built for (kernel ARCH names)
 ARCHES = ("x86_64", "arm64")
 #: what a per-architecture section may replace
 _ARCH_KEYS = ("patches", "configs", "cmdline", "modules", "knobs")
 _TOP_KEYS = {"name", "description", "base", "arch", *_ARCH_KEYS, *ARCHES}
+#: a tag, branch or commit (``git check-ref-format`` names, ``HEAD~1``), never an option
+_REF_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+~^-]{0,199}")
+#: git transports that do not run a command of the URL's choosing (``ext::`` does)
+GIT_PROTOCOLS = ("file", "git", "http", "https", "ssh")
+#: the kernel's command line holds 2048 bytes on x86 and arm64 (COMMAND_LINE_SIZE)
+_CMDLINE_MAX = 2048
 
 
 @dataclass(frozen=True)
@@ -119,24 +134,26 @@ def _line(node: Any, key: Any) -> str:
 
 
 def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise SpecError(path, "(file)", "no such file") from None
-    except OSError as exc:
-        raise SpecError(path, "(file)", f"cannot read: {exc.strerror}") from None
-    try:
-        return YAML(typ="rt").load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(yaml)"
-        raise SpecError(path, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not path.is_file():
+        raise SpecError(path, "(file)", "no such file")
+    return load_yaml(path, "kernel variant spec")
 
 
 def _scalar_str(path: Path, key: str, value: Any) -> str:
     if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
         raise SpecError(path, key, f"expected a string or number, got {value!r}")
     return str(value)
+
+
+def allowed_dirs(path: Path) -> tuple[Path, ...]:
+    """Where the patches and config fragments of the spec at ``path`` may lie: its tree (the
+    directory above its own) and the workbench's ``kernels/`` (shared board patches, configs)."""
+    dirs = [path.resolve().parent.parent]
+    try:
+        dirs.append(workbench_path("kernels").resolve())
+    except UserError:  # no workbench: the spec's tree only
+        pass
+    return tuple(dict.fromkeys(dirs))
 
 
 def _existing_file(path: Path, key: str, value: Any) -> Path:
@@ -146,7 +163,26 @@ def _existing_file(path: Path, key: str, value: Any) -> Path:
     p = p if p.is_absolute() else (path.parent / p)
     if not p.is_file():
         raise SpecError(path, key, f"file {value!r} not found (looked for {p})")
-    return p.resolve()
+    resolved = p.resolve()
+    allowed = allowed_dirs(path)
+    if not any(resolved.is_relative_to(d) for d in allowed):
+        raise SpecError(path, key, f"{value!r} is {resolved}, outside the spec's tree: a patch or config "
+                        f"fragment must lie in {' or '.join(map(str, allowed))}")
+    return resolved
+
+
+def _git_url(path: Path, key: str, url: str) -> str:
+    problem = argument_problem(url, "a git URL or path")
+    if problem:
+        raise SpecError(path, key, problem)
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)(://|::)", url)
+    if scheme and (scheme.group(2) == "::" or scheme.group(1).lower() not in GIT_PROTOCOLS):
+        raise SpecError(path, key, f"transport {scheme.group(1)!r} is not allowed; use a path or a "
+                        f"{', '.join(GIT_PROTOCOLS)} URL")
+    host = re.match(r"(?:[a-z]+://)?(?:[^@/]*@)?([^/:]*)", url).group(1)
+    if host.startswith("-"):
+        raise SpecError(path, key, f"host {host!r} starts with '-', which ssh would read as an option")
+    return url
 
 
 def _parse_base(path: Path, doc: Any) -> BaseTree:
@@ -180,10 +216,17 @@ def _parse_base(path: Path, doc: Any) -> BaseTree:
         if not (d / "Makefile").is_file() or not (d / "Kconfig").is_file():
             raise SpecError(path, sub, f"{d} is not a kernel source tree (no Makefile/Kconfig)")
         return BaseTree("dir", str(d.resolve()))
-    url = _scalar_str(path, sub, value)
+    url = _git_url(path, sub, _scalar_str(path, sub, value))
     if "ref" not in raw:
         raise SpecError(path, key, "base.git needs a ref (tag, branch or commit)")
-    ref = _scalar_str(path, "base.ref" + _line(raw, "ref"), raw["ref"])
+    ref_key = "base.ref" + _line(raw, "ref")
+    ref = _scalar_str(path, ref_key, raw["ref"])
+    problem = argument_problem(ref, "a git ref")
+    if problem is None and (not _REF_RE.fullmatch(ref) or ".." in ref):
+        problem = (f"{ref!r} is not a tag, branch or commit: use letters, digits and _ . / + ~ ^ -, "
+                   "starting with a letter, digit or _ (no '..')")
+    if problem:
+        raise SpecError(path, ref_key, problem)
     local = Path(os.path.expanduser(url))
     if not local.is_absolute() and "://" not in url and ":" not in url:
         local = path.parent / local
@@ -235,6 +278,8 @@ def _parse_modules(path: Path, doc: Any) -> tuple[ModuleLoad, ...]:
             value = _scalar_str(path, f"{key}.params.{k}", v)
             if any(c.isspace() for c in value):
                 raise SpecError(path, f"{key}.params.{k}", f"value must not contain spaces: {value!r}")
+            if not value.isprintable():
+                raise SpecError(path, f"{key}.params.{k}", f"value must be printable: {value!r}")
             clean[k] = value
         out.append(ModuleLoad(name, clean))
     return tuple(out)
@@ -315,8 +360,10 @@ def load_spec(path: str | os.PathLike, arch: str | None = None) -> VariantSpec:
         raise SpecError(p, "name" + _line(doc, "name"), f"expected lowercase letters, digits, '.', '_' or '-' (max 40), got {name!r}")
     description = doc.get("description") or ""
     cmdline = doc.get("cmdline") or ""
-    if not isinstance(cmdline, str) or "\n" in cmdline.strip():
-        raise SpecError(p, "cmdline" + _line(doc, "cmdline"), "expected a one-line string of kernel parameters")
+    if (not isinstance(cmdline, str) or len(cmdline) > _CMDLINE_MAX
+            or not all(c.isprintable() for c in cmdline.strip())):
+        raise SpecError(p, "cmdline" + _line(doc, "cmdline"), "expected a one-line string of kernel "
+                        f"parameters (printable characters, at most {_CMDLINE_MAX})")
     configs = _parse_paths(p, doc, "configs", (".config", ".cfg", ".fragment"))
     if not configs:
         raise SpecError(p, "configs", "at least one config fragment is needed (e.g. ../configs/vboard.config)")

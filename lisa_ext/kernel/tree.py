@@ -8,6 +8,12 @@ files that differ, so unchanged sources keep their timestamps and the shared
 out-of-tree build directory (``build-<arch>``) stays incremental.
 
 The cache root is ``$LISA_EXT_CACHE`` or ``~/.cache/lisa-ext``.
+
+A git base's URL and ref come from a spec, maybe a colleague's: every git command
+gets them after ``--`` (or ``--end-of-options``), so that none is read as an option
+(``--upload-pack=...`` would run a command), and git may use only the transports of
+:data:`~lisa_ext.kernel.spec.GIT_PROTOCOLS` (``GIT_ALLOW_PROTOCOL``). The spec check
+refuses such values first (:func:`lisa_ext.kernel.spec.load_spec`); this is the second wall.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.spec import BaseTree
+from lisa_ext.kernel.spec import GIT_PROTOCOLS, BaseTree
 from lisa_ext.workbench import cache_root
 
 __all__ = ["KernelTree", "cache_root", "kernels_cache", "prepare_tree", "tree_key", "BASE_TAG", "git"]
@@ -38,9 +44,14 @@ def kernels_cache() -> Path:
     return cache_root() / "kernels"
 
 
+#: git's environment: only the transports a spec may name, never a prompt for credentials
+_GIT_ENV = {"GIT_ALLOW_PROTOCOL": ":".join(GIT_PROTOCOLS), "GIT_TERMINAL_PROMPT": "0"}
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run git with a fixed identity, capturing text output."""
-    return subprocess.run(["git", *_GIT_ID, *args], cwd=cwd, text=True, capture_output=True, check=check)
+    return subprocess.run(["git", *_GIT_ID, *args], cwd=cwd, text=True, capture_output=True, check=check,
+                          env={**os.environ, **_GIT_ENV})
 
 
 @dataclass(frozen=True)
@@ -114,14 +125,15 @@ def _git_resolve(url: str, ref: str, mirror: Path) -> str:
         mirror.parent.mkdir(parents=True, exist_ok=True)
         tmp = mirror.with_name(mirror.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        r = subprocess.run(["git", "clone", "--bare", "--quiet", url, str(tmp)], text=True, capture_output=True)
+        r = subprocess.run(["git", "clone", "--bare", "--quiet", "--", url, str(tmp)], text=True,
+                           capture_output=True, env={**os.environ, **_GIT_ENV})
         if r.returncode:
             raise UserError(f"base tree git {url}: clone failed: {r.stderr.strip()}")
         tmp.rename(mirror)
-    r = git(mirror, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
+    r = git(mirror, "rev-parse", "--verify", "-q", "--end-of-options", f"{ref}^{{commit}}", check=False)
     if r.returncode:
-        git(mirror, "fetch", "--quiet", "--tags", "origin", ref, check=False)
-        r = git(mirror, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
+        git(mirror, "fetch", "--quiet", "--tags", "--", "origin", ref, check=False)
+        r = git(mirror, "rev-parse", "--verify", "-q", "--end-of-options", f"{ref}^{{commit}}", check=False)
         if r.returncode:
             r = git(mirror, "rev-parse", "--verify", "-q", "FETCH_HEAD^{commit}", check=False)
     if r.returncode:
@@ -157,7 +169,8 @@ def _import_base(base: BaseTree, key: str, dest: Path) -> None:
     else:
         mirror = kernels_cache() / "git-mirrors" / hashlib.sha256(base.location.encode()).hexdigest()[:16]
         commit = key.split("-", 1)[1]
-        subprocess.run(["git", "clone", "--quiet", "--shared", "--no-checkout", str(mirror), str(dest)], check=True)
+        subprocess.run(["git", "clone", "--quiet", "--shared", "--no-checkout", "--", str(mirror), str(dest)],
+                       check=True)
         git(dest, "checkout", "--quiet", "--detach", commit)
         git(dest, "tag", "-f", BASE_TAG)
         return

@@ -2,11 +2,14 @@
 
 ``build_report(CAMPAIGN_DIR)`` reads the store (:mod:`~lisa_ext.report.campaign`),
 adds trace-derived metrics (:mod:`~lisa_ext.report.traces`), compares every
-variant with the baseline (:func:`lisa_ext.stats.compare`) and writes
-``CAMPAIGN_DIR/report/``:
+variant with the baseline (:func:`lisa_ext.stats.compare`, with the settings of
+the spec's ``report:`` section unless given) and writes ``CAMPAIGN_DIR/report/``
+(the one place a campaign's report lives; ``lisa-ext study run`` writes it there
+too, and the study's notebook reads it):
 
 * ``metrics.csv``: the tidy metrics table the comparison used
 * ``comparison.csv`` / ``.mmtests.txt`` / ``.md`` / ``.lkp.txt`` / ``.sd.txt``
+* ``cover-letter.md`` / ``.html`` / ``.txt``: the cover-letter table (:mod:`lisa_ext.report.cover`)
 * ``figures/*.png`` and ``*.svg`` (matplotlib), ``figures.html`` (bokeh)
 * ``README.md``: what was compared how, failed runs, skipped analyses, tables
 
@@ -19,8 +22,9 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,14 +36,20 @@ from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
 from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
+from lisa_ext.report.readable import metric_label
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
 
-__all__ = ["ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
+__all__ = ["REPORT_DIR", "ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
+
+#: where a campaign's report lives, inside its campaign directory
+REPORT_DIR = "report"
 
 #: format -> file name under report/
 TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
-               "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt"}
+               "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt",
+               "cover": "cover-letter.md", "cover-html": "cover-letter.html",
+               "cover-text": "cover-letter.txt"}
 #: wakeup latency CDFs are drawn through this many quantiles per variant
 CDF_POINTS = 500
 #: the timeline shows this much before and after the chosen wakeup (ms)
@@ -48,12 +58,18 @@ TIMELINE_MARGIN_MS = 1.0
 TIMELINE_QUANTILE = 0.99
 
 
+#: the statistics settings when neither the caller nor the spec's ``report:`` gives them
+DEFAULT_SETTINGS = {"test": "welch", "mean": "auto", "alpha": 0.05}
+
+
 @dataclass
 class ReportOptions:
+    #: ``None``: the spec's ``report:`` setting, else the first variant
     baseline: str | None = None
-    test: str = "welch"
-    mean: str = "auto"
-    alpha: float = 0.05
+    #: ``None``: the spec's ``report:`` setting, else :data:`DEFAULT_SETTINGS`
+    test: str | None = None
+    mean: str | None = None
+    alpha: float | None = None
     traces: bool = True
     html: bool = True
     #: where to write; default ``<campaign>/report``
@@ -77,7 +93,7 @@ class _TraceData:
 def _collect_traces(campaign: Campaign, use_cache: bool = True,
                     scheduler: str | None = None) -> _TraceData:
     data = _TraceData([], defaultdict(list), defaultdict(list))
-    traced = [run for run in campaign.ok_runs if run.trace is not None]
+    traced = campaign.traced_runs()
     cached = {run: report_cache.load_findings(run.trace) for run in traced} if use_cache else {}
     todo = [run for run in traced if cached.get(run) is None]
     fresh = {}
@@ -129,8 +145,13 @@ def _residency_pct(entries, state_name) -> pd.DataFrame:
     return df.groupby(["workload", "variant", "state"], sort=False, as_index=False)["pct"].mean()
 
 
-def _idle_state_name(state) -> str:
-    return "running" if int(state) < 0 else f"state {int(state)}"
+def _idle_state_namer(campaign: Campaign):
+    """state -> its name as the kernel gives it (``WFI``), as the runs recorded them, else ``state N``."""
+    names = next((run.meta.idle_states for run in campaign.ok_runs if run.meta.idle_states), {})
+
+    def name(state) -> str:
+        return "running" if int(state) < 0 else names.get(int(state), f"state {int(state)}")
+    return name
 
 
 def _freq_name(khz) -> str:
@@ -177,9 +198,11 @@ def _timelines(campaign: Campaign, trace: _TraceData) -> list[figs.FigureSpec]:
         t0 = float(worst["time"])
         start = t0 - TIMELINE_MARGIN_MS / 1e3
         end = t0 + float(worst["latency"]) + TIMELINE_MARGIN_MS / 1e3
+        frequencies = frames.get("frequencies")
+        if frequencies is not None:
+            frequencies = frequencies.assign(frequency=frequencies["frequency"] / 1000.0)
         panels = {
-            "frequency (kHz)": (_window(frames.get("frequencies"), "frequency", start, end, t0),
-                                "frequency"),
+            "frequency (MHz)": (_window(frequencies, "frequency", start, end, t0), "frequency"),
             "idle state (-1 = running)": (_window(frames.get("idle_states"), "state", start, end,
                                                   t0), "state"),
         }
@@ -195,7 +218,7 @@ def _timelines(campaign: Campaign, trace: _TraceData) -> list[figs.FigureSpec]:
                  f"{int(worst['pid'])}, {float(worst['latency']) * 1e6:.0f} us")
         if any(frame is not None and not frame.empty for frame, _ in panels.values()):
             found.append(figs.FigureSpec(figs.figure_name(workload, variant, "timeline"),
-                                         "timeline_figure", (panels, wakeups, title)))
+                                         figs.timeline_figure, (panels, wakeups, title)))
     return found
 
 
@@ -204,13 +227,13 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
     found = []
     for (workload, metric), block in cmp.groupby(["workload", "metric"], sort=False):
         first = block.iloc[0]
-        ylabel = first["unit"] or metric
         runs = metrics[(metrics["workload"] == workload) & (metrics["metric"] == metric)]
         if runs["value"].isna().all():
             continue  # e.g. rt-app's perf index of a 100 % duty-cycle task: no budget, nothing to draw
+        label = metric_label(metric, first["unit"])
         found.append(figs.FigureSpec(
-            figs.figure_name(workload, metric), "metric_bars_figure",
-            (block, f"{workload}: {first['mean_kind']} {metric}", ylabel,
+            figs.figure_name(workload, metric), figs.metric_bars_figure,
+            (block, f"{workload}: {first['mean_kind']} {label}", label,
              runs[["variant", "iteration", "value"]])))
     latencies = defaultdict(list)
     for run, frame in trace.frames.get("wakeup_latency", []):
@@ -225,15 +248,15 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
                 parts.append(pd.DataFrame({"variant": variant, "latency": q}))
         if parts:
             found.append(figs.FigureSpec(
-                figs.figure_name(workload, "wakeup_latency_cdf"), "latency_cdf_figure",
+                figs.figure_name(workload, "wakeup_latency_cdf"), figs.latency_cdf_figure,
                 (pd.concat(parts, ignore_index=True), f"{workload}: wakeup latency CDF")))
     for frame_name, label, namer, title in (
-            ("idle_residency", "idle state", _idle_state_name, "idle state residency"),
+            ("idle_residency", "idle state", _idle_state_namer(campaign), "idle state residency"),
             ("frequency_residency", "frequency", _freq_name, "CPU frequency residency")):
         pct = _residency_pct(trace.frames.get(frame_name, []), namer)
         for workload, block in pct.groupby("workload", sort=False):
             found.append(figs.FigureSpec(figs.figure_name(workload, frame_name),
-                                         "residency_figure",
+                                         figs.residency_figure,
                                          (block, f"{workload}: {title}", label)))
     found.extend(_timelines(campaign, trace))
     return found
@@ -248,7 +271,7 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
     w(f"Significance: {opts.test} test, alpha={opts.alpha:g}; fewer than 3 runs are flagged, "
       f"never starred. Mean: {opts.mean} (auto = hmean when higher is better, else amean).\n\n")
     ok, failed = campaign.ok_runs, campaign.failed_runs
-    lost = {run.label: n for run in campaign.runs if (n := trace_loss.read_run_lost(run.path))}
+    lost = {run.label: n for run in campaign.runs if (n := trace_loss.read_run_lost(run))}
     w(f"Runs: {len(ok)} ok, {len(failed)} failed"
       + (f", {len(lost)} with lost trace events" if lost else "") + ".\n\n")
     if lost:
@@ -292,22 +315,60 @@ def campaign_metrics(campaign_dir: str | os.PathLike, *, traces: bool = True, us
     return metrics_frame(campaign, pd.DataFrame(rows) if rows else None)
 
 
+def _settled(opts: ReportOptions, campaign: Campaign) -> ReportOptions:
+    """``opts`` with each unset statistics setting taken from the spec's ``report:`` section,
+    else from :data:`DEFAULT_SETTINGS`."""
+    stored = campaign.report_settings
+    chosen = {key: getattr(opts, key) if getattr(opts, key) is not None else stored.get(key, default)
+              for key, default in (("baseline", None), *DEFAULT_SETTINGS.items())}
+    return replace(opts, **chosen)
+
+
 def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = None) -> Path:
     """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
     opts = opts or ReportOptions()
     campaign = read_campaign(campaign_dir)
-    trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
-             else _TraceData([], {}, {}))
+    with tempfile.TemporaryDirectory(prefix="lisa-ext-report-") as scratch:
+        return _build(campaign, opts, Path(scratch))
+
+
+def _prefetch(campaign: Campaign, opts: ReportOptions, scratch: Path) -> figs.Prefetch:
+    """Start drawing the figures that need no trace (the runs' own metrics) in another
+    process, while this one analyses the traces (LISA's import alone takes seconds); not
+    when every trace's findings are cached (nothing to overlap with)."""
+    traced = [run.trace for run in campaign.ok_runs if run.trace is not None]
+    if not opts.traces or (opts.jobs or os.cpu_count() or 1) < 2 or not traced or (
+            opts.cache and all(report_cache.has_findings(t) for t in traced)):
+        return figs.Prefetch(None)
+    try:
+        metrics = metrics_frame(campaign)
+        present = [v for v in campaign.variants if v in set(metrics["variant"])]
+        cmp = compare(metrics, opts.baseline or present[0], test=opts.test, mean=opts.mean,
+                      alpha=opts.alpha, variants=present)
+        specs = _figures(campaign, metrics, cmp, _TraceData([], {}, {}))
+    except (UserError, ValueError, KeyError, IndexError):
+        return figs.Prefetch(None)  # the report itself will say what is wrong
+    return figs.prefetch_figures(specs, html=opts.html, use_cache=opts.cache, scratch=scratch)
+
+
+def _build(campaign: Campaign, opts: ReportOptions, scratch: Path) -> Path:
+    early = _prefetch(campaign, opts, scratch)
+    try:
+        trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
+                 else _TraceData([], {}, {}))
+    finally:
+        early.wait()
     extra = pd.DataFrame(trace.rows) if trace.rows else None
     metrics = metrics_frame(campaign, extra)
     if metrics.empty:
         raise UserError(f"{campaign.root}: no successful run reported any metric")
+    opts = _settled(opts, campaign)
     present = [v for v in campaign.variants if v in set(metrics["variant"])]
     baseline = opts.baseline or present[0]
     cmp = compare(metrics, baseline, test=opts.test, mean=opts.mean, alpha=opts.alpha,
                   variants=present)
 
-    final = Path(opts.out) if opts.out else campaign.root / "report"
+    final = Path(opts.out) if opts.out else campaign.root / REPORT_DIR
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -324,7 +385,7 @@ def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = N
         figs.render_figures(found, tmp / "figures",
                             html=tmp / "figures.html" if opts.html else None,
                             title=f"{campaign.name} figures", jobs=opts.jobs,
-                            use_cache=opts.cache)
+                            use_cache=opts.cache, scratch=scratch)
         (tmp / "README.md").write_text(
             _readme(campaign, opts, baseline, cmp, trace, [f.name for f in found]),
             encoding="utf-8")

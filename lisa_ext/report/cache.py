@@ -36,9 +36,10 @@ import pandas as pd
 
 from lisa_ext import workbench
 from lisa_ext.trace import PLATFORM_FILE
+from lisa_ext.trace.cache import file_digest
 
-__all__ = ["TraceFindings", "cache_root", "cached_frame", "code_digest", "digest", "file_digest", "library_versions",
-           "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
+__all__ = ["TraceFindings", "cache_root", "cached_frame", "code_digest", "digest", "file_digest", "has_findings",
+           "library_versions", "load_findings", "store_bytes", "store_findings", "store_json", "trace_key"]
 
 #: bumped when the layout or the key recipe changes
 CACHE_FORMAT = "lisa-ext-report-1"
@@ -83,15 +84,6 @@ def digest(*parts: Any) -> str:
     h = hashlib.sha256(CACHE_FORMAT.encode())
     for part in parts:
         _feed(h, part)
-    return h.hexdigest()
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    """SHA-256 (hex) of a file's content."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
     return h.hexdigest()
 
 
@@ -160,6 +152,11 @@ class TraceFindings:
     metrics: list[tuple[str, float, str, bool]] = field(default_factory=list)
     #: frame name -> data for figures
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def has_findings(trace: Path) -> bool:
+    """Whether ``trace``'s findings are cached (without reading them)."""
+    return (cache_root() / "trace-findings" / _findings_key(trace) / "findings.json").is_file()
 
 
 def load_findings(trace: Path) -> tuple[TraceFindings, list[str]] | None:

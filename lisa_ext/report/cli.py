@@ -19,13 +19,15 @@ def register(subparsers) -> None:
                     "CAMPAIGN_DIR/report/.")
     p.add_argument("campaign_dir", metavar="CAMPAIGN_DIR", help="e.g. data/<campaign>")
     p.add_argument("--baseline", metavar="VARIANT",
-                   help="variant to compare with (default: the campaign's first variant)")
-    p.add_argument("--test", default="welch", choices=("welch", "mwu", "ks", "mmtests"),
-                   help="significance test (default: welch)")
-    p.add_argument("--mean", default="auto", choices=("auto", "amean", "hmean", "gmean"),
-                   help="mean to report; auto = hmean when higher is better, else amean")
-    p.add_argument("--alpha", type=float, default=0.05, metavar="ALPHA",
-                   help="significance level (default: 0.05)")
+                   help="variant to compare with (default: the spec's report: baseline, else the "
+                        "campaign's first variant)")
+    p.add_argument("--test", choices=("welch", "mwu", "ks", "mmtests"),
+                   help="significance test (default: the spec's report: test, else welch)")
+    p.add_argument("--mean", choices=("auto", "amean", "hmean", "gmean"),
+                   help="mean to report; auto = hmean when higher is better, else amean "
+                        "(default: the spec's report: mean, else auto)")
+    p.add_argument("--alpha", type=float, metavar="ALPHA",
+                   help="significance level (default: the spec's report: alpha, else 0.05)")
     p.add_argument("--no-traces", dest="traces", action="store_false",
                    help="ignore trace.dat files (faster)")
     p.add_argument("--no-html", dest="html", action="store_false",

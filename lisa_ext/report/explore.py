@@ -3,7 +3,7 @@
 ``explore("data/<campaign>/runs/<variant>/<workload>/<i>")`` (or any trace file)
 in a notebook shows, on one shared time axis (seconds from the first event):
 
-* per-CPU frequency as steps (``power:cpu_frequency``, ``cpufreq_cpu_frequency``
+* per-CPU frequency as steps in MHz (``power:cpu_frequency``, ``cpufreq_cpu_frequency``
   in ``drivers/cpufreq/cpufreq.c``),
 * idle state as bands (``power:cpu_idle``, ``drivers/cpuidle/cpuidle.c``; the
   exit value ``PWR_EVENT_EXIT`` = -1 ends a band),
@@ -13,7 +13,9 @@ in a notebook shows, on one shared time axis (seconds from the first event):
   their target CPU,
 * what the analyses found: idle misses (``trace.ana.idle_miss``), IO-wait
   wake-ups (``trace.ana.iowait_boost``) and work items
-  (``trace.ana.wq_placement``), from their ``df_*`` frames.
+  (``trace.ana.wq_placement``), from their ``df_*`` frames; ``analyses=`` names the
+  ones a study is about (a fio run of a workqueue study has iowait wake-ups too, which
+  say nothing there).
 
 The tracks come straight from the trace's cached Arrow tables
 (:mod:`lisa_ext.trace.cache`), only the columns they need, so a 6 M-event
@@ -34,6 +36,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,7 +50,7 @@ from lisa_ext.trace import read_trace
 from lisa_ext.trace.cache import TraceCacheEntry
 
 __all__ = ["ExplorerTables", "RASTER_ABOVE", "busy_fraction", "explore", "explorer_page",
-           "explorer_tables", "export_explorer", "point_counts", "use_bokeh"]
+           "explorer_tables", "export_explorer", "point_counts", "trace_file", "use_bokeh"]
 
 # Deferred imports in this module: holoviews/bokeh/panel take seconds; tables-only reports never
 # need them.
@@ -85,7 +88,8 @@ class ExplorerTables:
     findings: pd.DataFrame
 
 
-def _trace_file(source: str | os.PathLike) -> Path:
+def trace_file(source: str | os.PathLike) -> Path:
+    """The trace of ``source``: a trace file, or a run directory holding ``trace.dat``."""
     path = Path(source)
     if path.is_dir():
         path = path / "trace.dat"
@@ -118,13 +122,26 @@ def _slices(time: np.ndarray, cpu: np.ndarray, end: float) -> tuple[np.ndarray, 
     return order, nxt
 
 
-def explorer_tables(source: str | os.PathLike, *, analyses: bool = True) -> ExplorerTables:
+def _chosen_findings(analyses: "bool | Sequence[str]") -> tuple[str, ...]:
+    if analyses is True:
+        return tuple(_FINDINGS)
+    if analyses is False:
+        return ()
+    unknown = [a for a in analyses if a not in _FINDINGS]
+    if unknown:
+        raise UserError(f"no explorer findings from {', '.join(unknown)}: choose among {', '.join(_FINDINGS)}")
+    return tuple(a for a in _FINDINGS if a in analyses)
+
+
+def explorer_tables(source: str | os.PathLike, *, analyses: "bool | Sequence[str]" = True) -> ExplorerTables:
     """Read what the explorer shows from ``source`` (trace file or run directory).
 
     :param analyses: add the analyses' findings (loads the trace into LISA, which
-        costs seconds on a large trace); ``False`` shows the raw tracks only.
+        costs seconds on a large trace); ``False`` shows the raw tracks only, a list of
+        analysis names (``idle_miss``, ``iowait_boost``, ``wq_placement``) only theirs.
     """
-    path = _trace_file(source)
+    chosen = _chosen_findings(analyses)
+    path = trace_file(source)
     entry, index = _cached_index(path)
     meta, rows = index["meta"], index["rows"]
     origin = int(meta.get("first_timestamp_ns") or 0)
@@ -173,7 +190,10 @@ def explorer_tables(source: str | os.PathLike, *, analyses: bool = True) -> Expl
             break
 
     findings = (cached_frame(path, ("explorer-findings",), lambda: _findings(path, origin))
-                if analyses else _no_findings())
+                if chosen else _no_findings())
+    if chosen and len(chosen) < len(_FINDINGS):
+        labels = {_FINDINGS[a][1] for a in chosen}
+        findings = findings[findings["finding"].isin(labels)].reset_index(drop=True)
     return ExplorerTables(str(path), int(meta.get("cpus") or 1), duration, frequency, idle,
                           tasks, wakeups, findings)
 
@@ -342,7 +362,7 @@ def _points(hv, df: pd.DataFrame, y: str, vdims: list[str], label: str, width: i
     return element().opts(size=5, tools=["hover", "xwheel_zoom"], **common, **extra)
 
 
-def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: bool = True,
+def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: "bool | Sequence[str]" = True,
             width: int = 900, engine: str = "numpy"):
     """The explorer of one trace (file, run directory or :class:`ExplorerTables`):
     a holoviews layout of linked panels sharing the time axis. In a notebook,
@@ -355,13 +375,15 @@ def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: bool = Tr
     panels = []
     if len(t.frequency):
         curves = []
+        mhz = hv.Dimension("mhz", label="frequency", unit="MHz")
         for cpu, g in t.frequency.groupby("cpu", sort=True):
             # hold the last value to the end of the trace, as the CPU did
             g = pd.concat([g, g.tail(1).assign(time=t.duration)])
-            curves.append(hv.Curve(g, kdims=[_time_dim(hv)], vdims=["frequency", "cpu"],
+            g = g.assign(mhz=g["frequency"] / 1000.0)
+            curves.append(hv.Curve(g, kdims=[_time_dim(hv)], vdims=[mhz, "cpu"],
                                    label=f"CPU{cpu}").opts(interpolation="steps-post",
                                                            tools=["hover"]))
-        panels.append(hv.Overlay(curves).opts(title="frequency (kHz)", width=width, height=180,
+        panels.append(hv.Overlay(curves).opts(title="frequency", width=width, height=180,
                                               legend_position="right"))
     if len(t.idle):
         panels.append(_lanes(hv, t.idle, ["end", "state"], "idle state", width,
@@ -410,12 +432,13 @@ def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explo
 
 
 def explorer_page(source: str | os.PathLike, path: str | os.PathLike, title: str = "trace explorer",
-                  *, analyses: bool = True, use_cache: bool = True) -> Path:
+                  *, analyses: "bool | Sequence[str]" = True, use_cache: bool = True) -> Path:
     """:func:`export_explorer` of :func:`explore` for a trace file or run
     directory, the page kept in the report cache (keyed by the trace's content,
     this code and the plotting libraries): a notebook re-render copies it
     instead of importing holoviews and drawing again."""
-    trace, path = _trace_file(source), Path(path)
+    trace, path = trace_file(source), Path(path)
+    analyses = _chosen_findings(analyses)
     key = cache.digest(cache.trace_key(trace), title, analyses, RASTER_ABOVE,
                        cache.code_digest([Path(__file__), Path(cache.__file__).with_name(
                            "figures.py")]), cache.library_versions("holoviews", "bokeh"))

@@ -13,8 +13,8 @@ renumbered in order of first appearance after rendering.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import inspect
+import json
 import multiprocessing
 import os
 import re
@@ -22,27 +22,36 @@ import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from html import escape as html_escape
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from lisa_ext.report import drawing
 from lisa_ext.report.cache import cache_root, code_digest, digest, library_versions
+from lisa_ext.report.drawing import bars_frame
 
 __all__ = [
     "FigureSpec",
+    "ITEM",
+    "Prefetch",
     "export",
     "export_html",
     "figure_name",
+    "figures_page",
+    "grouped_bars_figure",
     "iteration_dots_figure",
     "latency_cdf_figure",
     "load_holoviews",
     "metric_bars_figure",
     "offline_resources",
+    "prefetch_figures",
     "render_figures",
     "residency_figure",
     "stable_html",
+    "svg_text",
     "timeline_figure",
 ]
 
@@ -76,16 +85,6 @@ def _both(obj, **options):
     return obj
 
 
-def _status(row: dict) -> str:
-    if row["is_baseline"]:
-        return "baseline"
-    if row["significant"]:
-        return "significant"
-    if row["too_few"]:
-        return "too few runs"
-    return "not significant"
-
-
 def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
                        runs: pd.DataFrame | None = None):
     """Bars of one metric's mean per variant with t-CI whiskers and a ``*`` above
@@ -93,15 +92,7 @@ def metric_bars_figure(cmp_block: pd.DataFrame, title: str, ylabel: str,
     with ``runs`` (``variant``, ``iteration``, ``value``) every iteration is
     overlaid as a dot."""
     hv = load_holoviews()
-    df = cmp_block[["variant", "mean", "ci_low", "ci_high", "is_baseline", "significant",
-                    "too_few"]].copy()
-    df["status"] = [_status(r) for r in df.to_dict("records")]
-    df["neg"] = (df["mean"] - df["ci_low"]).clip(lower=0).fillna(0.0)
-    high = df["ci_high"].where(np.isfinite(df["ci_high"]), df["mean"])
-    df["pos"] = (high - df["mean"]).clip(lower=0).fillna(0.0)
-    # a variant without a mean (the gmean of zeros, say) gets no bar: NaN heights made numpy
-    # and holoviews warn on every figure and drew nothing anyway; its runs still show as dots
-    df = df[df["mean"].notna()]
+    df = bars_frame(cmp_block)
     if df.empty:
         dots = iteration_dots_figure(runs, title, ylabel) if runs is not None and not runs.empty else \
             _both(hv.Scatter([], kdims=["variant"], vdims=["value"]), title=title, ylabel=ylabel)
@@ -154,6 +145,34 @@ def residency_figure(residency: pd.DataFrame, title: str, state_label: str):
                  title=title, ylabel="% of time", xlabel="", legend_position="right")
 
 
+def _fit_grouped_bars(plot, element) -> None:
+    """matplotlib hook: holoviews draws the groups of a two-key Bars off their ticks and clips
+    the outer bars; centre each group's tick under its bars and fit the axis to them."""
+    ax = plot.handles["axis"]
+    bars = sorted((p for p in ax.patches if p.get_width() > 0), key=lambda p: p.get_x())
+    groups = [str(v) for v in element.dimension_values(0, expanded=False)]
+    if not bars or len(bars) % len(groups):
+        return
+    per = len(bars) // len(groups)
+    centres = [sum(b.get_x() + b.get_width() / 2 for b in bars[i * per:(i + 1) * per]) / per
+               for i in range(len(groups))]
+    ax.set_xticks(centres, groups)
+    pad = bars[0].get_width() / 2
+    ax.set_xlim(bars[0].get_x() - pad, bars[-1].get_x() + bars[-1].get_width() + pad)
+
+
+def grouped_bars_figure(df: pd.DataFrame, group, bar, value, title: str):
+    """Bars of ``value`` per ``group`` (x axis) and ``bar`` (colour, in the legend): the groups'
+    names only under the axis, never a second row of labels over the first (holoviews' default
+    two-level labels overlap). ``group``, ``bar`` and ``value`` are column names or holoviews
+    Dimensions."""
+    hv = load_holoviews()
+    bars = hv.Bars(df, kdims=[group, bar], vdims=[value]).opts(title=title)
+    bars = bars.opts(multi_level=False, show_legend=True, legend_position="right", hooks=[_fit_grouped_bars],
+                     backend="matplotlib")
+    return bars.opts(multi_level=False, legend_position="right", backend="bokeh")
+
+
 def timeline_figure(panels: dict[str, tuple[pd.DataFrame, str]], wakeups: pd.DataFrame,
                     title: str):
     """Per-CPU step curves around chosen wakeups, as the ondemand RFC's trace
@@ -192,20 +211,47 @@ def export(obj, stem: Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    sized = obj.opts(*[getattr(hv.opts, e)(aspect=2.2, fig_size=200) for e in _ELEMENTS],
+                     backend="matplotlib", clone=True)
+    fig = hv.render(sized, backend="matplotlib")
+    try:
+        return _save(fig, stem, formats, dpi)
+    finally:
+        plt.close(fig)
+
+
+def _save(fig, stem: Path, formats: Sequence[str], dpi: int, crop: bool = True) -> list[Path]:
+    """Write a matplotlib figure as ``stem.<format>``, byte-stably (no dates, fixed SVG ids);
+    ``crop``: to the tight bounding box of what is drawn (one more drawing per format),
+    else the figure as laid out."""
+    # deferred: matplotlib (~1 s) only when a figure is drawn
+    import matplotlib
+
     written = []
     with matplotlib.rc_context({"svg.hashsalt": _HASHSALT, "svg.fonttype": "path"}):
-        sized = obj.opts(*[getattr(hv.opts, e)(aspect=2.2, fig_size=200) for e in _ELEMENTS],
-                         backend="matplotlib", clone=True)
-        fig = hv.render(sized, backend="matplotlib")
-        try:
-            for fmt in formats:
-                path = stem.with_suffix(f".{fmt}")
-                metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-                fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata, bbox_inches="tight")
-                written.append(path)
-        finally:
-            plt.close(fig)
+        for fmt in formats:
+            path = stem.with_suffix(f".{fmt}")
+            metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+            fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata,
+                        bbox_inches="tight" if crop else None)
+            written.append(path)
     return written
+
+
+def svg_text(fig) -> str:
+    """A matplotlib figure as SVG text, byte-stable as :func:`export` writes it; the figure is
+    closed (a notebook's inline backend would show it a second time, as PNG)."""
+    # deferred: matplotlib (~1 s) only when a figure is drawn
+    import io
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": _HASHSALT, "svg.fonttype": "path"}):
+        fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    plt.close(fig)
+    return out.getvalue()
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -269,31 +315,28 @@ def figure_name(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A figure still to draw: ``builder`` names a ``*_figure`` function of this
-    module, or ``"package.module:function"`` (a study's own figure), called with
-    ``args`` / ``kwargs`` (frames, strings, numbers). Keeping the recipe instead of
-    the holoviews object lets a report find its figures in the cache without
-    importing holoviews at all."""
+    """A figure still to draw: ``builder`` is a function returning a holoviews object (a
+    ``*_figure`` function of this module, or a study's own, passed by the study itself),
+    called with ``args`` / ``kwargs`` (frames, strings, numbers). Keeping the recipe instead
+    of the holoviews object lets a report find its figures in the cache without importing
+    holoviews at all; the builder is a module-level function, so it reaches the processes
+    drawing figures by reference."""
 
     name: str
-    builder: str
+    builder: Callable[..., Any]
     args: tuple
     kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def _function(self):
-        module, _, function = self.builder.rpartition(":")
-        return getattr(importlib.import_module(module), function) if module else globals()[function]
-
     def build(self):
-        return self._function()(*self.args, **self.kwargs)
+        return self.builder(*self.args, **self.kwargs)
 
     def key(self, *options: Any) -> str:
         """Hash of the data, the options, the code drawing it and the plotting libraries."""
-        module = self.builder.rpartition(":")[0]
-        # a study's builder module is hashed from its spec's origin: no import needed to find it
-        origin = importlib.util.find_spec(module).origin if module else None
-        code = code_digest([Path(origin)]) if origin else ""
-        return digest(_code_version(), code, self.builder, self.args, self.kwargs, *options)
+        module = self.builder.__module__
+        # a study's builder is hashed from its module's source; this module's is in _code_version
+        code = "" if module == __name__ else code_digest([Path(inspect.getsourcefile(self.builder))])
+        return digest(_code_version(), code, f"{module}.{self.builder.__qualname__}", self.args,
+                      self.kwargs, *options)
 
 
 _CODE_VERSION: list[str] = []
@@ -301,22 +344,100 @@ _CODE_VERSION: list[str] = []
 
 def _code_version() -> str:
     if not _CODE_VERSION:
-        _CODE_VERSION.append(digest(code_digest([Path(__file__)]), library_versions(
+        _CODE_VERSION.append(digest(code_digest([Path(__file__), Path(drawing.__file__)]), library_versions(
             "holoviews", "bokeh", "matplotlib", "pillow", "numpy", "pandas")))
     return _CODE_VERSION[0]
 
 
+#: the figure's bokeh JSON (``bokeh.embed.json_item``), kept beside its PNG/SVG for figures.html
+ITEM = "item.json"
+
+
+def _own_builder(spec: FigureSpec) -> str | None:
+    """The name of ``spec``'s builder when it is one of this module's ``*_figure`` functions,
+    whose files lisa_ext.report.drawing draws directly."""
+    return spec.builder.__name__ if spec.builder.__module__ == __name__ else None
+
+
 def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
                 dpi: int) -> None:
+    """Draw what the cache lacks of ``spec``: ``<key>.<format>`` and, when ``ITEM`` is in
+    ``formats``, ``<key>.item.json`` for figures.html."""
+    files = [fmt for fmt in formats if fmt != ITEM and not (cache / f"{key}.{fmt}").exists()]
     with tempfile.TemporaryDirectory(dir=cache, prefix=".draw-") as tmp:
-        for path in export(spec.build(), Path(tmp) / key, formats, dpi):
+        stem = Path(tmp) / key
+        written = []
+        mpl = drawing.MPL.get(_own_builder(spec))
+        if files and mpl is not None:
+            # the report's own figures: matplotlib straight from the frames (lisa_ext.report.drawing)
+            fig = mpl(*spec.args, **spec.kwargs)
+            # laid out tight once, instead of a cropping pass per file format (a third less)
+            fig.tight_layout()
+            written = _save(fig, stem, files, dpi, crop=False)
+        elif files:
+            written = export(spec.build(), stem, files, dpi)
+        if ITEM in formats and not (cache / f"{key}.{ITEM}").exists():
+            # deferred: see the note under __all__
+            from bokeh.embed import json_item
+
+            item = json_item(_bokeh_model(spec))
+            if _own_builder(spec) in drawing.BOKEH:
+                # definitions of the custom models of whatever extensions this process
+                # imported (panel's, holoviews'): our figures use bokeh's own models only,
+                # and the page must not depend on what else was imported
+                item["doc"].pop("defs", None)
+            path = stem.with_suffix(f".{ITEM}")
+            # key order kept: a model is defined where it first appears, referred to after
+            path.write_text(json.dumps(item), encoding="utf-8")
+            written.append(path)
+        for path in written:
             os.replace(path, cache / path.name)
 
 
-def _draw_html(specs: Sequence[FigureSpec], target: Path, title: str) -> None:
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".draw-") as tmp:
-        path = export_html([s.build() for s in specs], Path(tmp) / target.name, title)
-        os.replace(path, target)
+def _bokeh_model(spec: FigureSpec):
+    """The figure of ``spec`` in figures.html: drawn by bokeh straight from the frames for
+    the report's own figures, through holoviews for the others."""
+    own = drawing.BOKEH.get(_own_builder(spec))
+    if own is not None:
+        return own(*spec.args, **spec.kwargs)
+    hv = load_holoviews()
+    sized = spec.build().opts(*[getattr(hv.opts, e)(width=760, height=340) for e in _ELEMENTS],
+                              backend="bokeh", clone=True)
+    return hv.render(sized, backend="bokeh")
+
+
+def figures_page(items: Sequence[str], title: str) -> str:
+    """One self-contained HTML page (bokeh's JavaScript inline, nothing fetched) showing
+    each figure of ``items`` (``bokeh.embed.json_item`` JSON texts), one under the other,
+    their ids renumbered (:func:`_numbered`) so the page is the same from any process."""
+    resources = offline_resources()
+    divs = "\n".join(f'<div id="figure-{k}" style="margin-bottom:12px"></div>'
+                     for k in range(len(items)))
+    # "</" would end the script element early (a title holding "</script>")
+    escaped = [item.replace("</", "<\\/") for item in _numbered(items)]
+    calls = "\n".join(f'Bokeh.embed.embed_item({item}, "figure-{k}");'
+                      for k, item in enumerate(escaped))
+    page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html_escape(title)}</title>\n{resources.render_js()}\n{resources.render_css()}\n"
+            f"</head>\n<body>\n{divs}\n<script type=\"text/javascript\">\n{calls}\n</script>\n"
+            f"</body>\n</html>\n")
+    return page
+
+
+def _numbered(items: Sequence[str]) -> list[str]:
+    """Each item's bokeh ids renumbered in order of appearance, item after item: items
+    drawn in different processes reuse bokeh's counter-based ids, which must not meet."""
+    out, uuids, simple = [], 0, 0
+    for item in items:
+        own_uuids: dict[str, str] = {}
+        own_simple: dict[str, str] = {}
+        item = _UUID.sub(lambda m: own_uuids.setdefault(
+            m.group(0), f"00000000-0000-4000-8000-{uuids + len(own_uuids):012d}"), item)
+        item = _SIMPLE_ID.sub(lambda m: own_simple.setdefault(
+            m.group(0), f"p{1000 + simple + len(own_simple)}"), item)
+        uuids, simple = uuids + len(own_uuids), simple + len(own_simple)
+        out.append(item)
+    return out
 
 
 def _run_all(tasks: list[tuple], jobs: int) -> None:
@@ -335,31 +456,25 @@ def _run_all(tasks: list[tuple], jobs: int) -> None:
 
 def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | None = None,
                    title: str = "", formats: Sequence[str] = ("png", "svg"), dpi: int = 100,
-                   jobs: int | None = None, use_cache: bool = True) -> list[Path]:
+                   jobs: int | None = None, use_cache: bool = True,
+                   scratch: Path | None = None) -> list[Path]:
     """Write every spec as ``out_dir/<name>.<format>`` and, with ``html``, all of them
-    as one interactive page there. Figures come from the cache
-    (:mod:`lisa_ext.report.cache`) and only the missing ones are drawn, the
-    slowest (the HTML page) first, spread over ``jobs`` processes (default: one
-    per CPU)."""
+    as one interactive page there (:func:`figures_page`). Figures come from the cache
+    (:mod:`lisa_ext.report.cache`) and only the missing ones are drawn, spread over
+    ``jobs`` processes (default: one per CPU); each task draws one figure's files and
+    its bokeh JSON for the page. Without the cache they are drawn in ``scratch`` (a
+    temporary directory by default), which :func:`prefetch_figures` may have filled."""
     jobs = jobs or os.cpu_count() or 1
-    with tempfile.TemporaryDirectory(prefix="lisa-ext-figures-") as scratch:
-        root = cache_root() if use_cache else Path(scratch)
-        fig_cache, html_cache = root / "figures", root / "html"
-        fig_cache.mkdir(parents=True, exist_ok=True)
+    wanted = tuple(formats) + ((ITEM,) if html is not None else ())
+    with tempfile.TemporaryDirectory(prefix="lisa-ext-figures-") as tmp:
+        fig_cache = _figure_cache(use_cache, scratch or Path(tmp))
         keys = [spec.key(tuple(formats), dpi) for spec in specs]
         tasks: list[tuple] = []
-        html_entry = None
-        if html is not None and specs:
-            html_cache.mkdir(parents=True, exist_ok=True)
-            html_entry = html_cache / f"{digest(_code_version(), title, keys)}.html"
-            if not html_entry.exists():
-                tasks.append((_draw_html, list(specs), html_entry, title))
         queued = set()
         for spec, key in zip(specs, keys):
-            if key not in queued and not all((fig_cache / f"{key}.{fmt}").exists()
-                                             for fmt in formats):
+            if key not in queued and not all((fig_cache / f"{key}.{fmt}").exists() for fmt in wanted):
                 queued.add(key)
-                tasks.append((_draw_files, spec, fig_cache, key, tuple(formats), dpi))
+                tasks.append((_draw_files, spec, fig_cache, key, wanted, dpi))
         _run_all(tasks, jobs)
         written = []
         for spec, key in zip(specs, keys):
@@ -367,7 +482,56 @@ def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | N
                 target = out_dir / f"{spec.name}.{fmt}"
                 shutil.copyfile(fig_cache / f"{key}.{fmt}", target)
                 written.append(target)
-        if html_entry is not None:
-            shutil.copyfile(html_entry, html)
+        if html is not None and specs:
+            items = [(fig_cache / f"{key}.{ITEM}").read_text(encoding="utf-8") for key in keys]
+            html.write_text(figures_page(items, title), encoding="utf-8")
             written.append(html)
     return written
+
+
+def _figure_cache(use_cache: bool, scratch: Path) -> Path:
+    root = cache_root() / "figures" if use_cache else scratch / "figures"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@dataclass
+class Prefetch:
+    """Figures being drawn in a forked process while the caller does other work
+    (:func:`prefetch_figures`); :meth:`wait` before :func:`render_figures`."""
+
+    pid: int | None
+
+    def wait(self) -> None:
+        if self.pid is not None:
+            os.waitpid(self.pid, 0)  # its figures are in the cache whatever its exit status
+            self.pid = None
+
+
+def prefetch_figures(specs: Sequence[FigureSpec], *, html: bool = True,
+                     formats: Sequence[str] = ("png", "svg"), dpi: int = 100,
+                     use_cache: bool = True, scratch: Path | None = None) -> Prefetch:
+    """Start drawing ``specs`` into the cache (or ``scratch``) in one forked process and
+    return at once: a report draws the figures that need no trace while it analyses
+    the traces, on the other core. What the child draws is only a head start:
+    :func:`render_figures` draws whatever is still missing (also if the child failed),
+    and its keys make a figure drawn from other data never count."""
+    if not specs or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return Prefetch(None)
+    wanted = tuple(formats) + ((ITEM,) if html else ())
+    fig_cache = _figure_cache(use_cache, scratch) if scratch or use_cache else None
+    if fig_cache is None:
+        return Prefetch(None)
+    pid = os.fork()
+    if pid:
+        return Prefetch(pid)
+    code = 0
+    try:
+        for spec in specs:
+            key = spec.key(tuple(formats), dpi)
+            if not all((fig_cache / f"{key}.{fmt}").exists() for fmt in wanted):
+                _draw_files(spec, fig_cache, key, wanted, dpi)
+    except BaseException:  # the parent draws what is missing; nothing to report from here
+        code = 1
+    finally:
+        os._exit(code)

@@ -19,6 +19,9 @@ Formats, each matching what kernel cover letters show:
     of the first metric against the baseline in the last column.
 ``csv``
     every statistic and the p-value, for further processing.
+``cover``, ``cover-html``, ``cover-text``
+    the cover-letter table (:mod:`lisa_ext.report.cover`): mean ± sd, % change
+    with its confidence interval, p-value, verdict and n per metric and variant.
 
 All renderers are pure functions of the frame: the same frame gives the same
 bytes.
@@ -31,6 +34,9 @@ import math
 from typing import Callable, Iterable
 
 import pandas as pd
+
+from lisa_ext.report import cover
+from lisa_ext.stats.cover import with_verdicts
 
 __all__ = [
     "FORMATS",
@@ -87,9 +93,13 @@ def _metrics(block: pd.DataFrame) -> list[tuple[str, str, bool, str]]:
     return list(dict.fromkeys(tuple(k) for k in keys))
 
 
-def _cell(block: pd.DataFrame, metric: str, variant: str) -> dict | None:
-    hit = block[(block["metric"] == metric) & (block["variant"] == variant)]
-    return None if hit.empty else hit.iloc[0].to_dict()
+def _cells(block: pd.DataFrame) -> Callable[[str, str], dict | None]:
+    """``cell_of(metric, variant)``: that row of ``block`` as a dict (the first one), or None.
+    One pass over the block: scanning it for every cell cost a study's report seconds."""
+    rows: dict[tuple[str, str], dict] = {}
+    for row in block.to_dict("records"):
+        rows.setdefault((row["metric"], row["variant"]), row)
+    return lambda metric, variant: rows.get((metric, variant))
 
 
 def _legend(cmp: pd.DataFrame, significant: str, too_few: str) -> list[str]:
@@ -130,6 +140,7 @@ def render_mmtests(cmp: pd.DataFrame, stats: Iterable[str] = ("min", "max", "mea
     variants = _variants(cmp)
     out: list[str] = []
     for workload, block in _workloads(cmp):
+        cell_of = _cells(block)
         metrics = _metrics(block)
         metric_width = max(len(m[0]) for m in metrics)
         values = [f"{v:.2f}" for v in block[["mean", "min", "max", "stddev", "cv_pct"]]
@@ -149,10 +160,10 @@ def render_mmtests(cmp: pd.DataFrame, stats: Iterable[str] = ("min", "max", "mea
                           "coeffvar": "cv_pct"}[stat]
                 # spread is always better smaller, whatever the metric's direction
                 lower = lib if stat in ("min", "max", "mean") else True
-                base = _cell(block, metric, variants[0])
+                base = cell_of(metric, variants[0])
                 line = f"{label:<{label_width}} {metric:<{metric_width}}"
                 for variant in variants:
-                    cell = _cell(block, metric, variant)
+                    cell = cell_of(metric, variant)
                     if cell is None:
                         line += " " * col_width
                         continue
@@ -194,11 +205,12 @@ def render_markdown(cmp: pd.DataFrame, legend: bool = True) -> str:
     variants = _variants(cmp)
     out: list[str] = []
     for workload, block in _workloads(cmp):
+        cell_of = _cells(block)
         rows = [["metric"] + variants]
         for metric, unit, _lib, kind in _metrics(block):
             row = [_markdown_label(metric, unit, kind)]
             for variant in variants:
-                cell = _cell(block, metric, variant)
+                cell = cell_of(metric, variant)
                 if cell is None:
                     row.append("")
                     continue
@@ -251,10 +263,11 @@ def render_lkp(cmp: pd.DataFrame) -> str:
                  for _ in variants[1:])]
     lines[-1] = lines[-1].rstrip()
     for workload, block in _workloads(cmp):
+        cell_of = _cells(block)
         for metric, _unit, _lib, _kind in _metrics(block):
             parts = []
             for i, variant in enumerate(variants):
-                cell = _cell(block, metric, variant)
+                cell = cell_of(metric, variant)
                 if i:
                     change = "" if cell is None or not math.isfinite(cell["pct_change"]) else \
                         f"{cell['pct_change']:+.1f}%"
@@ -272,6 +285,7 @@ def render_sd(cmp: pd.DataFrame) -> str:
     variants = _variants(cmp)
     out: list[str] = []
     for workload, block in _workloads(cmp):
+        cell_of = _cells(block)
         metrics = _metrics(block)
         first = metrics[0][0]
         header = [workload] + [f"{m} ({u})" if u else m for m, u, _l, _k in metrics] + \
@@ -280,13 +294,13 @@ def render_sd(cmp: pd.DataFrame) -> str:
         for variant in variants:
             row = [variant]
             for metric, *_ in metrics:
-                cell = _cell(block, metric, variant)
+                cell = cell_of(metric, variant)
                 if cell is None:
                     row.append("")
                     continue
                 sd = f" ±{cell['stddev']:.2f}" if math.isfinite(cell["stddev"]) else ""
                 row.append(f"{cell['mean']:.2f}{sd}")
-            cell = _cell(block, first, variant)
+            cell = cell_of(first, variant)
             if cell is None or not math.isfinite(cell["pct_change"]):
                 row.append("")
             elif cell["is_baseline"]:
@@ -324,7 +338,10 @@ FORMATS: dict[str, Callable[[pd.DataFrame], str]] = {
 
 
 def render(cmp: pd.DataFrame, fmt: str) -> str:
+    if fmt in cover.FORMATS:
+        return cover.render_cover(with_verdicts(cmp), fmt)
     try:
         return FORMATS[fmt](cmp)
     except KeyError:
-        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}") from None
+        raise ValueError(f"unknown format {fmt!r}; expected one of "
+                         f"{', '.join([*FORMATS, *cover.FORMATS])}") from None

@@ -12,11 +12,12 @@ from pathlib import Path
 from lisa_ext.errors import UserError
 from lisa_ext.report.tables import render
 from lisa_ext.stats.compare import compare
+from lisa_ext.stats.cover import with_verdicts
 from lisa_ext.stats.metrics import read_metrics
 
 __all__ = ["register", "run"]
 
-FORMAT_NAMES = ("mmtests", "markdown", "lkp", "sd", "csv")
+FORMAT_NAMES = ("mmtests", "markdown", "lkp", "sd", "csv", "cover", "cover-html", "cover-text")
 TEST_NAMES = ("welch", "mwu", "ks", "mmtests")
 MEAN_NAMES = ("auto", "amean", "hmean", "gmean")
 
@@ -31,13 +32,17 @@ def register(subparsers) -> None:
     p.add_argument("--baseline", required=True, metavar="VARIANT",
                    help="variant every other one is compared with")
     p.add_argument("--format", default="mmtests", choices=FORMAT_NAMES,
-                   help="table format (default: mmtests)")
+                   help="table format (default: mmtests); cover, cover-html, cover-text: the "
+                        "cover-letter table (mean ± sd, %% change and its confidence interval, "
+                        "p-value, verdict, n) as Markdown, HTML or mmtests-style text")
     p.add_argument("--test", default="welch", choices=TEST_NAMES,
                    help="significance test (default: welch)")
     p.add_argument("--mean", default="auto", choices=MEAN_NAMES,
                    help="mean to report; auto = hmean when higher is better, else amean")
     p.add_argument("--alpha", type=float, default=0.05, metavar="ALPHA",
                    help="significance level (default: 0.05)")
+    p.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL",
+                   help="confidence level of the intervals (default: 0.95)")
     p.add_argument("--variants", metavar="A,B,...",
                    help="variants to show, in this order (default: all, baseline first)")
     p.add_argument("--workload", action="append", metavar="NAME",
@@ -57,9 +62,12 @@ def run(args: argparse.Namespace) -> int:
     if metrics.empty:
         raise UserError(f"{args.metrics}: the metrics table has no rows")
     variants = [v for v in args.variants.split(",") if v] if args.variants else None
+    if not 0 < args.confidence < 1:
+        raise UserError(f"--confidence must be between 0 and 1, got {args.confidence}")
     table = compare(metrics, args.baseline, test=args.test, mean=args.mean, alpha=args.alpha,
-                    variants=variants)
-    text = render(table, args.format)
+                    variants=variants, confidence=args.confidence)
+    text = render(with_verdicts(table, args.confidence) if args.format.startswith("cover") else table,
+                  args.format)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     else:

@@ -7,6 +7,10 @@ for lower-is-better metrics, what the mmtests table prints).
 
 A comparison with fewer than :data:`MIN_ITERATIONS` runs on either side is
 flagged ``too_few`` and never marked significant, whatever its p-value.
+
+``pct_ci_low`` / ``pct_ci_high`` bound the raw % change at the comparison's
+confidence (:mod:`lisa_ext.stats.change`: Fieller's interval of the ratio of the
+two means, both samples' noise counted); NaN with fewer than two runs a side.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Sequence
 import pandas as pd
 
 from lisa_ext.errors import UserError
+from lisa_ext.stats.change import pct_change_ci, pct_change_ci_from_stats
 from lisa_ext.stats.summary import (
     GROUP_COLUMNS, MEAN_KINDS, default_mean, describe, mean_ci, mean_of,
 )
@@ -37,7 +42,7 @@ MIN_ITERATIONS = 3
 COMPARISON_COLUMNS = GROUP_COLUMNS + [
     "variant", "is_baseline", "n", "mean_kind", "mean", "ci_low", "ci_high",
     "amean", "hmean", "gmean", "stddev", "cv_pct", "min", "max",
-    "baseline_mean", "pct_change", "pct_change_better",
+    "baseline_mean", "pct_change", "pct_change_better", "pct_ci_low", "pct_ci_high",
     "test", "alpha", "p_value", "significant", "too_few",
 ]
 
@@ -88,8 +93,17 @@ def _variant_order(present: Sequence[str], baseline: str,
     return [baseline] + [v for v in variants if v != baseline]
 
 
+def _change_ci(base: Sample, new: Sample, kind: str, confidence: float) -> tuple[float, float]:
+    if base.values is not None and new.values is not None:
+        return pct_change_ci(base.values, new.values, kind, confidence)
+    if kind != "amean":  # a published hmean/gmean comes without the spread of 1/x or log x
+        return math.nan, math.nan
+    return pct_change_ci_from_stats(base.mean, base.stddev, base.n, new.mean, new.stddev, new.n,
+                                    confidence)
+
+
 def _rows(groups: dict, order: list[str], baseline: str, mean: str, test: str,
-          alpha: float, kinds: dict | None = None) -> pd.DataFrame:
+          alpha: float, kinds: dict | None = None, confidence: float = 0.95) -> pd.DataFrame:
     """``groups``: (workload, metric, unit, lib) -> {variant: (stats dict, Sample)};
     ``kinds``: the mean kind per group when not simply resolved from ``mean``."""
     rows = []
@@ -109,7 +123,8 @@ def _rows(groups: dict, order: list[str], baseline: str, mean: str, test: str,
             row["test"], row["alpha"] = test, alpha
             if base is None:
                 row.update(baseline_mean=math.nan, pct_change=math.nan,
-                           pct_change_better=math.nan, p_value=math.nan, significant=False)
+                           pct_change_better=math.nan, pct_ci_low=math.nan, pct_ci_high=math.nan,
+                           p_value=math.nan, significant=False)
             else:
                 bstats, bsample = base
                 row["baseline_mean"] = bsample.mean
@@ -118,8 +133,10 @@ def _rows(groups: dict, order: list[str], baseline: str, mean: str, test: str,
                                                              lower_is_better)
                 row["too_few"] = row["too_few"] or bstats["n"] < MIN_ITERATIONS
                 if variant == baseline:
+                    row["pct_ci_low"] = row["pct_ci_high"] = math.nan
                     row["p_value"], row["significant"] = math.nan, False
                 else:
+                    row["pct_ci_low"], row["pct_ci_high"] = _change_ci(bsample, sample, kind, confidence)
                     p = p_value(test, bsample, sample)
                     row["p_value"] = p
                     row["significant"] = bool(not row["too_few"] and math.isfinite(p) and p < alpha)
@@ -156,7 +173,8 @@ def compare(metrics: pd.DataFrame, baseline: str, *, test: str = DEFAULT_TEST,
                         values=tuple(values), amean=stats["amean"])
         groups.setdefault(tuple(gkey), {})[variant] = (stats, sample)
     return _rows(groups, order, baseline, mean, test, alpha,
-                 kinds={k: resolve_mean(mean, bool(k[3]), v) for k, v in positive.items()})
+                 kinds={k: resolve_mean(mean, bool(k[3]), v) for k, v in positive.items()},
+                 confidence=confidence)
 
 
 def compare_summaries(summary: pd.DataFrame, baseline: str, *, test: str = DEFAULT_TEST,

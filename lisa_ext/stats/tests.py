@@ -64,22 +64,26 @@ def _finite(*xs: float) -> bool:
 
 
 def welch(base: Sample, new: Sample) -> float:
-    """Welch's t-test p-value (two-sided); NaN when either side has n < 2."""
+    """Welch's t-test p-value (two-sided); NaN when either side has n < 2.
+
+    Two samples without spread (within rounding of their means) give 1 when their means
+    are equal and 0 otherwise, instead of scipy's warning about nearly identical data."""
     if base.values is not None and new.values is not None:
         a, b = np.asarray(base.values, float), np.asarray(new.values, float)
         if a.size < 2 or b.size < 2:
             return math.nan
-        if a.std(ddof=1) == 0 and b.std(ddof=1) == 0:
-            return 1.0 if a.mean() == b.mean() else 0.0
-        return float(sps.ttest_ind(a, b, equal_var=False).pvalue)
-    ma = base.amean if base.amean is not None else base.mean
-    mb = new.amean if new.amean is not None else new.mean
-    if base.n < 2 or new.n < 2 or not _finite(ma, mb, base.stddev, new.stddev):
-        return math.nan
-    if base.stddev == 0 and new.stddev == 0:
-        return 1.0 if ma == mb else 0.0
-    return float(sps.ttest_ind_from_stats(ma, base.stddev, base.n, mb, new.stddev, new.n,
-                                          equal_var=False).pvalue)
+        ma, mb, sa, sb, na, nb = a.mean(), b.mean(), a.std(ddof=1), b.std(ddof=1), a.size, b.size
+    else:
+        ma = base.amean if base.amean is not None else base.mean
+        mb = new.amean if new.amean is not None else new.mean
+        sa, sb, na, nb = base.stddev, new.stddev, base.n, new.n
+        if na < 2 or nb < 2 or not _finite(ma, mb, sa, sb):
+            return math.nan
+    # a spread below the means' rounding is no spread: scipy would warn of catastrophic cancellation
+    scale = 1e-12 * max(abs(ma), abs(mb), 1e-300)
+    if max(sa, sb) <= scale:
+        return 1.0 if abs(ma - mb) <= scale else 0.0
+    return float(sps.ttest_ind_from_stats(ma, sa, na, mb, sb, nb, equal_var=False).pvalue)
 
 
 def _raw_values(base: Sample, new: Sample) -> tuple[np.ndarray, np.ndarray] | None:

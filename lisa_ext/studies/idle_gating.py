@@ -27,7 +27,7 @@ from lisa_ext.report.figures import FigureSpec, render_figures, residency_figure
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.studies.energy import df_run_power
 from lisa_ext.studies.rfc import rows_from_metrics, variant_table
-from lisa_ext.studies.runs import per_run_analysis
+from lisa_ext.studies.runs import idle_state_names, per_run_analysis
 
 __all__ = ["ENERGY_ROW", "ROW_METRICS", "STUDY", "df_energy", "df_idle_residency", "plot_idle_residency",
            "rfc_tables", "save_idle_residency_figure"]
@@ -78,6 +78,7 @@ def df_idle_residency(campaign_dir: str | os.PathLike, comm: str | None = None) 
     :data:`~lisa_ext.analysis.idle_gating.DEFAULT_PREFIXES`, those the gating kernel marks).
 
     One row per (``variant``, ``workload``, ``after`` = "marked" | "other", ``state``) with
+    ``state_name`` (the kernel's name of the state, as the runs recorded it, else ``state N``),
     ``periods`` (idle periods, summed over iterations) and ``pct`` (% of that group's idle time,
     over all iterations): from :meth:`IdleGatingAnalysis.df_state_residency` of every run.
     """
@@ -87,30 +88,33 @@ def df_idle_residency(campaign_dir: str | os.PathLike, comm: str | None = None) 
         periods=("periods", "sum"), time_s=("time_s", "sum")).reset_index()
     totals = grouped.groupby(["variant", "workload", "after"])["time_s"].transform("sum")
     grouped["pct"] = 100.0 * grouped["time_s"] / totals.where(totals > 0)
+    names = idle_state_names(campaign_dir)
+    grouped.insert(4, "state_name", [names.get(int(s), f"state {s}") for s in grouped["state"]])
     return grouped
 
 
-def plot_idle_residency(residency: pd.DataFrame, workload: str, state_names: dict[int, str] | None = None) -> Any:
-    """Two stacked-bar panels (after marked tasks, above the others): % of idle time per
-    state and variant, for one workload of :func:`df_idle_residency`."""
+def plot_idle_residency(residency: pd.DataFrame, workload: str) -> Any:
+    """Two stacked-bar panels side by side (after marked tasks, after the others): % of idle
+    time per state (by its kernel name) and variant, for one workload of :func:`df_idle_residency`."""
     df = residency[residency["workload"] == workload].copy()
     if df.empty:
         raise UserError(f"no idle periods for workload {workload!r}; workloads: "
                         f"{', '.join(sorted(residency['workload'].unique()))}")
-    names = state_names or {}
-    df["state"] = [f"{s} {names[s]}" if s in names else str(s) for s in df["state"]]
+    df["state"] = df["state_name"]
     panels = [residency_figure(df[df["after"] == after][["variant", "state", "pct"]],
-                               f"{workload}: idle after {label}", "idle state")
+                               f"idle after {label}", "idle state")
               for after, label in (("marked", "marked tasks"), ("other", "other tasks"))]
-    return (panels[0] + panels[1]).cols(1)
+    # side by side, one legend, one title above both: stacked, each title sat on the x labels of the
+    # panel above; the first panel's legend sat on the second
+    left = panels[0].opts(show_legend=False, backend="matplotlib")
+    return (left + panels[1]).cols(2).opts(title=workload, sublabel_format="", backend="matplotlib")
 
 
-def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: str | os.PathLike,
-                               state_names: dict[int, str] | None = None) -> Path:
-    """:func:`plot_idle_residency` written as ``out_dir/idle-residency-<workload>.png``, from the
+def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: str | os.PathLike) -> Path:
+    """:func:`plot_idle_residency` written as ``out_dir/idle-residency-<workload>.svg``, from the
     report's figure cache when the same frame was drawn before (a re-render draws nothing)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    spec = FigureSpec(f"idle-residency-{workload}", f"{__name__}:plot_idle_residency",
-                      (residency[residency["workload"] == workload].reset_index(drop=True), workload, state_names))
-    return render_figures([spec], out, formats=("png",))[0]
+    spec = FigureSpec(f"idle-residency-{workload}", plot_idle_residency,
+                      (residency[residency["workload"] == workload].reset_index(drop=True), workload))
+    return render_figures([spec], out, formats=("svg",))[0]

@@ -16,10 +16,11 @@ import os
 import pandas as pd
 
 from lisa_ext.report.build import campaign_metrics
-from lisa_ext.studies.rfc import rows_from_metrics, variant_table
 from lisa_ext.rfc_numbers import load_rfc_numbers
+from lisa_ext.studies.rfc import rows_from_metrics, variant_table
+from lisa_ext.studies.runs import per_run_analysis
 
-__all__ = ["FIO_WORKLOAD", "PGBENCH_WORKLOADS", "STUDY", "rfc_tables"]
+__all__ = ["FIO_WORKLOAD", "PGBENCH_WORKLOADS", "STUDY", "df_wakeup_frequency", "rfc_tables"]
 
 STUDY = "iowait-boost"
 FIO_WORKLOAD = "fio-psync-randread"
@@ -51,3 +52,15 @@ def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
     """``{"fio-rk3399": ..., "mmtests-pgbench": ...}`` filled with ours."""
     metrics = campaign_metrics(campaign_dir, traces=False)
     return {"fio-rk3399": _fio_runs(metrics), "mmtests-pgbench": _pgbench(metrics)}
+
+
+def df_wakeup_frequency(campaign_dir: str | os.PathLike, window_ms: float = 4.0) -> pd.DataFrame:
+    """The mechanism: per variant (index), the mean frequency (MHz) in the ``window_ms`` after
+    wake-ups from an iowait sleep and after the other wake-ups, and how many of each, over
+    every traced run (``trace.ana.iowait_boost.df_wakeup_frequency_summary``)."""
+    summary = per_run_analysis(campaign_dir, "iowait_boost", "df_wakeup_frequency_summary", window_ms=window_ms)
+    summary["kind"] = summary["after_iowait"].map({True: "after iowait", False: "after other wake-ups"})
+    g = summary.groupby(["variant", "kind"], sort=False)
+    out = pd.DataFrame({"mhz": g["mean_freq_khz"].mean() / 1000.0, "wakeups": g["wakeups"].sum()}).unstack("kind")
+    out.columns = [f"{kind}: {'mean frequency (MHz)' if what == 'mhz' else 'wake-ups'}" for what, kind in out.columns]
+    return out[sorted(out.columns, key=lambda c: (not c.startswith("after iowait"), "wake-ups" in c))]

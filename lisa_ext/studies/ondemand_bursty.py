@@ -34,8 +34,9 @@ from lisa_ext.studies.rfc import variant_table
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.trace import load_trace
 
-__all__ = ["MECHANISM_COLUMNS", "STUDY", "TABLE_ID", "df_mechanism", "df_records", "df_wakeups",
-           "mechanism_sentence", "rfc_tables", "timeline_figure", "timeline_frames", "timeline_page", "util_label"]
+__all__ = ["CALIBRATION_TOLERANCE_PCT", "MECHANISM_COLUMNS", "MECHANISM_LABELS", "STUDY", "TABLE_ID",
+           "df_calibration", "df_mechanism", "df_records", "df_wakeups", "mechanism_sentences", "rfc_tables",
+           "timeline_figure", "timeline_frames", "timeline_page", "util_label"]
 
 STUDY = "ondemand-bursty"
 TABLE_ID = "sleeping-ebizzy"
@@ -43,6 +44,15 @@ COMM = "ebizzy"
 #: statistics of :func:`df_mechanism`, per variant and utilisation
 MECHANISM_COLUMNS = ("wakeups", "sleep_ms_median", "restart_mhz_median", "restart_below_pct",
                      "below_ms_median", "below_ms_mean", "at_min_ms_median", "at_min_ms_mean")
+#: what a page calls the columns of :func:`df_mechanism`
+MECHANISM_LABELS = {"wakeups": "wake-ups from idle", "sleep_ms_median": "median sleep (ms)",
+                    "restart_mhz_median": "median restart frequency (MHz)",
+                    "restart_below_pct": "restarted below the pre-sleep frequency (%)",
+                    "below_ms_median": "median time below it (ms)", "below_ms_mean": "mean time below it (ms)",
+                    "at_min_ms_median": "median time at the lowest OPP (ms)",
+                    "at_min_ms_mean": "mean time at the lowest OPP (ms)"}
+#: a cell's utilisation more than this far (relative %) from its target is flagged
+CALIBRATION_TOLERANCE_PCT = 10.0
 _PCT = re.compile(r"(\d+)pct$")
 
 
@@ -67,6 +77,28 @@ def df_records(campaign_dir: str | os.PathLike) -> pd.DataFrame:
                          "runs": out[("records_per_s", "count")].astype(int)})
 
 
+def df_calibration(campaign_dir: str | os.PathLike,
+                   tolerance_pct: float = CALIBRATION_TOLERANCE_PCT) -> pd.DataFrame:
+    """Per RFC row (``util``) and variant: the ``target`` utilisation (%), the one ebizzy
+    ``achieved`` (mean over the runs, %), ``runs`` and ``calibration``: "on target", or how far
+    short of (or above) the target it is when more than ``tolerance_pct`` % of the target away.
+    A cell short of its target compares the governors at a lighter load than the RFC's row says."""
+    records = df_records(campaign_dir)
+    rows = []
+    for (variant, util), row in records.iterrows():
+        target = float(util.rstrip("%"))
+        achieved = float(row["achieved_util_pct"])
+        off = achieved - target
+        verdict = ("on target" if abs(off) <= tolerance_pct * target / 100.0 else
+                   f"{'short of' if off < 0 else 'above'} the target by {abs(off):.1f} points")
+        rows.append({"util": util, "variant": variant, "target": target, "achieved": achieved,
+                     "runs": int(row["runs"]), "calibration": verdict})
+    order = [label for label, _, _ in load_rfc_numbers(STUDY).table(TABLE_ID).rows]
+    out = pd.DataFrame(rows)
+    out["_order"] = out["util"].map({u: i for i, u in enumerate(order)})
+    return out.sort_values(["_order", "variant"], kind="stable").drop(columns="_order").set_index(["util", "variant"])
+
+
 def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
     """``{"sleeping-ebizzy": frame}``: the RFC's rows (10%..60%) and columns (Without patch, With
     patch, Difference (absolute), Difference (%)) from our mean records/s; NaN where we lack a cell."""
@@ -78,7 +110,7 @@ def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
 
 
 def _traced_runs(campaign_dir: str | os.PathLike) -> list[Run]:
-    return [r for r in read_campaign(campaign_dir).ok_runs if r.trace is not None]
+    return read_campaign(campaign_dir).traced_runs()
 
 
 def df_wakeups(campaign_dir: str | os.PathLike) -> pd.DataFrame:
@@ -113,22 +145,27 @@ def df_mechanism(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     return out.reindex(pd.MultiIndex.from_product([variants, order], names=["variant", "util"])).dropna(how="all")
 
 
-def mechanism_sentence(mechanism: pd.DataFrame, without: str = "without", with_: str = "with") -> str:
-    """One sentence on :func:`df_mechanism`: ms below the frequency of the sleep after each
-    wake-up, and the share of wake-ups restarted lower, without vs with, and whether that is the
-    RFC's effect (a drop for about a sampling period without the copy, none with it)."""
-    def figures(variant: str) -> tuple[float, float]:
-        rows = mechanism.xs(variant, level="variant")
-        return float(rows["below_ms_median"].median()), float(rows["restart_below_pct"].mean())
-
-    (below_n, pct_n), (below_y, pct_y) = figures(without), figures(with_)
-    verdict = ("as in the RFC's excerpts, where the frequency dropped for ~13 ms after each wake-up without "
-               "the patch and stayed with it" if below_n > below_y and pct_n > pct_y else
-               "unlike the RFC's excerpts, where the frequency dropped for ~13 ms after each wake-up without "
-               "the patch and stayed with it")
-    return (f"Without the copy of the previous load, ebizzy's CPU ran {below_n:.1f} ms of each burst below the "
-            f"frequency it had when ebizzy slept (median over the utilisations) and {pct_n:.0f} % of wake-ups "
-            f"restarted lower; with it, {below_y:.1f} ms and {pct_y:.0f} %: {verdict}.")
+def mechanism_sentences(mechanism: pd.DataFrame, without: str = "without", with_: str = "with") -> list[str]:
+    """One sentence per utilisation of :func:`df_mechanism`: the restart frequency and the share
+    of wake-ups restarted below the frequency of the sleep, without vs with, and whether that is
+    the RFC's effect there (restarts lower for about a sampling period without the copy, none
+    with it); a median over the utilisations would hide a cell where "with" restarts low too."""
+    sentences = []
+    for util in dict.fromkeys(mechanism.index.get_level_values("util")):
+        try:
+            n, y = mechanism.loc[(without, util)], mechanism.loc[(with_, util)]
+        except KeyError:
+            continue
+        rfc_like = (n["restart_below_pct"] > y["restart_below_pct"] and n["below_ms_median"] > y["below_ms_median"]
+                    and y["restart_below_pct"] < 50)
+        verdict = ("the RFC's effect" if rfc_like else
+                   "not the RFC's effect: with the copy, most wake-ups still restart lower")
+        sentences.append(
+            f"{util}: without the copy, wake-ups restarted at a median {n['restart_mhz_median']:.0f} MHz, "
+            f"{n['restart_below_pct']:.0f} % of them below the frequency of the sleep, for a median "
+            f"{n['below_ms_median']:.1f} ms; with it, at {y['restart_mhz_median']:.0f} MHz, "
+            f"{y['restart_below_pct']:.0f} % below, {y['below_ms_median']:.1f} ms: {verdict}.")
+    return sentences
 
 
 def timeline_frames(campaign_dir: str | os.PathLike, variant: str, workload: str,
@@ -185,14 +222,18 @@ def timeline_figure(frames: tuple[tuple[str, pd.DataFrame, pd.DataFrame], ...], 
     panels = []
     for variant, steps, sw in frames:
         top = float(steps["mhz"].max()) if len(steps) else 1.0
-        freq = hv.Curve(steps, "time", "mhz", label="frequency (MHz)")
-        running = hv.Curve(sw.assign(level=sw[COMM] * top * 0.25), "time", "level",
+        time = hv.Dimension("time", label="time from the wake-up", unit="ms")
+        mhz = hv.Dimension("mhz", label="frequency", unit="MHz")
+        freq = hv.Curve(steps, time, mhz, label="frequency (MHz)")
+        running = hv.Curve(sw.assign(level=sw[COMM] * top * 0.25), time, hv.Dimension("level", label="frequency",
+                                                                                       unit="MHz"),
                            label=f"{COMM} running (sched_switch)")
         wake = hv.VLine(0.0).opts(color="black", line_dash="dashed", backend="bokeh")
         overlay = (freq.opts(interpolation="steps-post", backend="bokeh")
                    * running.opts(interpolation="steps-post", backend="bokeh") * wake)
-        panels.append(overlay.opts(title=f"{variant}: {workload}", xlabel="ms from the wake-up", ylabel="MHz",
-                                   width=700, height=220, legend_position="right", backend="bokeh"))
+        panels.append(overlay.opts(title=f"{variant}: {workload}", xlabel="time from the wake-up (ms)",
+                                   ylabel="frequency (MHz)", width=700, height=220, legend_position="right",
+                                   backend="bokeh"))
     return hv.Layout(panels).cols(1)
 
 
@@ -203,7 +244,7 @@ def timeline_page(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frames = tuple((variant, *timeline_frames(campaign_dir, variant, workload)) for variant in variants)
-    spec = FigureSpec("timeline", f"{__name__}:timeline_figure", (frames, workload))
+    spec = FigureSpec("timeline", timeline_figure, (frames, workload))
     page = out / "timeline.html"
     render_figures([spec], out, html=page, title=f"{STUDY}: frequency around a wake-up, {workload}", formats=())
     return page

@@ -21,8 +21,8 @@ from lisa_ext.errors import UserError
 from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers
 from lisa_ext.stats import MeanKind, mean_of
 
-__all__ = ["EMPTY_CELL", "beside_rfc", "campaign_platform", "direction", "rows_from_metrics", "show_beside_rfc",
-           "styled", "variant_table"]
+__all__ = ["EMPTY_CELL", "beside_rfc", "campaign_platform", "direction", "rfc_arithmetic", "rows_from_metrics",
+           "show_beside_rfc", "styled", "variant_table"]
 
 #: how a cell neither side has prints: never "nan" or "n/a<unit>"
 EMPTY_CELL = "–"
@@ -99,7 +99,41 @@ def variant_table(study: str, table_id: str, values: pd.DataFrame) -> pd.DataFra
 
 
 def _header(column: str, unit: str | None) -> str:
-    return column if not unit or unit in column or column.endswith("(%)") else f"{column} [{unit}]"
+    # a column naming its unit already ("Bandwidth (MiBps)") keeps it: one unit per header
+    named = column.rstrip().endswith(")") or column.rstrip().endswith("]")
+    return column if not unit or unit in column or named else f"{column} [{unit}]"
+
+
+def _pct_sources(table: RfcTable) -> dict[str, tuple[str, str]]:
+    """Each percentage column named after the column before it ("teo (%)", "w/ patch vs Baseline
+    (%)": that column against the table's first) -> (the first value column, that column)."""
+    first = next((c.name for c in table.columns if c.unit != "%"), None)
+    out, previous = {}, None
+    for col in table.columns:
+        if col.unit != "%":
+            previous = col.name
+        elif previous not in (None, first) and col.name.startswith(f"{previous} "):
+            out[col.name] = (first, previous)
+    return out
+
+
+def rfc_arithmetic(study: str, table_id: str, *, tolerance_pct: float = 1.5) -> pd.DataFrame:
+    """The RFC's printed "vs" percentages that its own numbers do not give: one row per such
+    cell (``row``, ``column``, ``printed``, ``recomputed``), more than ``tolerance_pct``
+    points apart (the RFCs round). Empty when the arithmetic checks out."""
+    table = load_rfc_numbers(study).table(table_id)
+    rfc = table.frame()
+    rows = []
+    for column, (base, new) in _pct_sources(table).items():
+        for label in rfc.index:
+            printed, b, n = rfc.loc[label, column], rfc.loc[label, base], rfc.loc[label, new]
+            if any(pd.isna(x) for x in (printed, b, n)) or b == 0:
+                continue
+            recomputed = 100.0 * (n - b) / abs(b)
+            if abs(recomputed - printed) > tolerance_pct:
+                rows.append({"row": label, "column": column, "printed": float(printed),
+                             "recomputed": recomputed})
+    return pd.DataFrame(rows, columns=["row", "column", "printed", "recomputed"])
 
 
 def beside_rfc(study: str, table_id: str, ours: pd.DataFrame) -> pd.DataFrame:
@@ -123,19 +157,35 @@ def beside_rfc(study: str, table_id: str, ours: pd.DataFrame) -> pd.DataFrame:
 
 def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str):
     """:func:`beside_rfc` styled for a notebook: the RFC's title and both platforms in the
-    caption, empty cells as :data:`EMPTY_CELL`, three significant digits."""
+    caption, empty cells as :data:`EMPTY_CELL`, three significant digits. An RFC percentage
+    its own numbers do not give (:func:`rfc_arithmetic`) shows both, flagged."""
     numbers = load_rfc_numbers(study)
     table = numbers.table(table_id)
     frame = beside_rfc(study, table_id, ours)
     caption = (f"{table.title} — RFC: {table.hardware or numbers.hardware}; "
                f"ours: {platform}")
-    return styled(frame, caption)
+    wrong = rfc_arithmetic(study, table_id)
+    if wrong.empty:
+        return styled(frame, caption)
+    text = frame.apply(lambda column: column.map(_cell)).astype(object)
+    for row in wrong.itertuples(index=False):
+        unit = next(c.unit for c in table.columns if c.name == row.column)
+        text.loc[row.row, (_header(row.column, unit), "RFC")] = \
+            f"{_cell(row.printed)} † (its numbers: {row.recomputed:+.0f})"
+    caption += (" — † the RFC prints a percentage its own numbers do not give; both are shown, "
+                "and the sentences below use the recomputed one")
+    return _styled(text.style.set_caption(caption))
+
+
+def _styled(styler):
+    # the row header heads the columns' first level already: no second header row for the index name
+    return styler.hide(axis="index", names=True)
 
 
 def styled(frame: pd.DataFrame, caption: str):
     """A table as the study pages print them: empty cells as :data:`EMPTY_CELL`, three
     significant digits, ``caption`` above."""
-    return frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption)
+    return _styled(frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption))
 
 
 def _cell(value: float) -> str:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store import traced_runs
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.trace import load_trace
 
-__all__ = ["per_run_analysis"]
+__all__ = ["idle_state_names", "per_run_analysis"]
 
 
 def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str,
@@ -26,9 +26,7 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     the analysis needs are skipped with a warning naming the run.
     """
     frames = []
-    for run in read_campaign(Path(campaign_dir)).runs:
-        if run.status != "ok" or run.trace is None:
-            continue
+    for run in traced_runs(Path(campaign_dir))[1]:
         def compute(path=run.trace):
             return getattr(getattr(load_trace(path).ana, analysis), method)(**kwargs)
 
@@ -46,3 +44,10 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     if not frames:
         raise UserError(f"{campaign_dir}: no traced run has what {analysis}.{method} needs")
     return pd.concat(frames, ignore_index=True)
+
+
+def idle_state_names(campaign_dir: str | os.PathLike) -> dict[int, str]:
+    """Idle state index -> the kernel's name for it (``WFI``, ``cpu-sleep``...), as the campaign's
+    runs recorded them (``meta.json`` ``platform.idle-states``); empty for runs that did not."""
+    return next((run.meta.idle_states for run in read_campaign(Path(campaign_dir)).ok_runs
+                 if run.meta.idle_states), {})

@@ -20,8 +20,9 @@ from lisa_ext.report.build import campaign_metrics
 from lisa_ext.studies.energy import df_run_power
 from lisa_ext.stats import mean_of
 from lisa_ext.studies.rfc import rows_from_metrics, variant_table
+from lisa_ext.studies.runs import idle_state_names, per_run_analysis
 
-__all__ = ["STUDY", "TABLE_ROWS", "df_power", "rfc_tables"]
+__all__ = ["STUDY", "TABLE_ROWS", "df_idle_misses", "df_power", "rfc_tables"]
 
 STUDY = "teo-util"
 
@@ -52,3 +53,16 @@ def df_power(campaign_dir: str | os.PathLike) -> pd.DataFrame:
         lambda values: mean_of(values, "gmean"))
     gmean["estimate_vs_meter_pct"] = 100 * (gmean["trace_power_mw"] / gmean["meter_power_mw"] - 1)
     return gmean
+
+
+def df_idle_misses(campaign_dir: str | os.PathLike) -> pd.DataFrame:
+    """Per variant and idle state (by the kernel's name for it): wake-ups from that state, too-deep
+    and too-shallow picks (``cpu_idle_miss``) and their share, summed over every traced run
+    (``trace.ana.idle_miss.df_idle_miss_counts(by="state")``)."""
+    df = per_run_analysis(campaign_dir, "idle_miss", "df_idle_miss_counts", by="state")
+    names = idle_state_names(campaign_dir)
+    df["idle state"] = [names.get(int(s), f"state {s}") for s in df["state"]]
+    out = df.groupby(["variant", "idle state"], sort=False)[["wakeups", "too_deep", "too_shallow"]].sum()
+    out["too deep (%)"] = 100.0 * out["too_deep"] / out["wakeups"].where(out["wakeups"] > 0)
+    out["too shallow (%)"] = 100.0 * out["too_shallow"] / out["wakeups"].where(out["wakeups"] > 0)
+    return out.rename(columns={"wakeups": "wake-ups", "too_deep": "too deep", "too_shallow": "too shallow"})

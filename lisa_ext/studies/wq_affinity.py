@@ -26,7 +26,7 @@ from lisa_ext.analysis.platform import Platform, parse_cpu_list
 from lisa_ext.campaign.store import Run, read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
-from lisa_ext.report.figures import export, load_holoviews
+from lisa_ext.report.figures import export, grouped_bars_figure, load_holoviews
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.trace import load_trace
 
@@ -124,9 +124,7 @@ def df_kcryptd_placement(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     ``items``, ``same_llc_pct`` (executed in the queueing CPU's LLC domain), ``same_cpu_pct``
     and ``latency_p50_us`` (queue to start of execution)."""
     rows = []
-    for run in read_campaign(campaign_dir).ok_runs:
-        if run.trace is None:
-            continue
+    for run in read_campaign(campaign_dir).traced_runs():
         stats = _placement(run, run.trace)
         kcryptd = stats[stats.index.astype(str).str.startswith(KCRYPTD_PREFIX)]
         if kcryptd.empty:
@@ -164,9 +162,8 @@ def plot_kcryptd_locality(campaign_dir: str | os.PathLike):
     tidy = table.rename_axis(columns="load").stack().rename("pct").reset_index()
     scope = hv.Dimension("scope", values=list(table.index))
     load = hv.Dimension("load", values=list(table.columns))
-    # options every holoviews backend takes: the study exports it as PNG, a live kernel may use bokeh
-    return hv.Bars(tidy, kdims=[scope, load], vdims=[hv.Dimension("pct", label="% of work items")]).opts(
-        title="kcryptd work items executed in the queueing CPU's LLC", ylim=(0, 100))
+    return grouped_bars_figure(tidy, scope, load, hv.Dimension("pct", label="% of work items"),
+                               "kcryptd work items executed in the queueing CPU's LLC").opts(ylim=(0, 100))
 
 
 def kcryptd_locality_figure(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike) -> Path:

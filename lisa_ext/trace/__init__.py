@@ -1,6 +1,6 @@
 """Trace ingestion: trace.dat, ftrace text and systrace HTML -> Arrow tables -> LISA.
 
-* :func:`read_trace` reads any supported file into a
+* :func:`read_trace` (:mod:`lisa_ext.trace.read`) reads any supported file into a
   :class:`~lisa_ext.trace.tables.TraceTables` (one typed Arrow table per
   event), choosing the reader from the file's content: trace.dat
   (:mod:`lisa_ext.trace.tracedat`), systrace HTML
@@ -20,14 +20,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from lisa_ext.errors import UserError
+from lisa_ext.trace.read import detect_format, read_trace
 
 if TYPE_CHECKING:
     from lisa.trace import Trace
 
-    from lisa_ext.trace.tables import TraceTables
 
 __all__ = ["PLATFORM_FILE", "detect_format", "load_trace", "read_trace"]
 
@@ -36,77 +36,9 @@ __all__ = ["PLATFORM_FILE", "detect_format", "load_trace", "read_trace"]
 PLATFORM_FILE = "platform.yml"
 
 # Deferred imports in this module: it is the parent of every lisa_ext.trace module, so
-# whatever it imports at the top, every `lisa-ext trace ...` command pays (the readers and
-# the cache ~0.1 s together, the LISA parser seconds); each function imports the one
-# reader it picks.
-
-_TRACEDAT_MAGIC = b"\x17\x08\x44tracing"
-
-
-def detect_format(path: str | os.PathLike) -> str:
-    """``"tracedat"``, ``"systrace"`` or ``"text"``, from the first bytes of the file."""
-    from lisa_ext.trace.systrace import looks_like_systrace  # deferred: see the note above
-    from lisa_ext.trace.text import looks_like_text_trace
-
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from exc
-    if head.startswith(_TRACEDAT_MAGIC):
-        return "tracedat"
-    if looks_like_systrace(head):
-        return "systrace"
-    if looks_like_text_trace(head):
-        return "text"
-    raise UserError(
-        f"{path}: not a trace: expected a trace-cmd trace.dat (magic \\x17\\x08Dtracing), "
-        "ftrace text or systrace HTML at offset 0"
-    )
-
-
-def _read_uncached(path: str, fmt: str, events: Iterable[str] | None) -> "TraceTables":
-    if fmt == "tracedat":
-        from lisa_ext.trace.tracedat import read_tracedat  # deferred: see the note above
-
-        return read_tracedat(path, events=events)
-    if fmt == "systrace":
-        from lisa_ext.trace.systrace import read_systrace  # deferred: see the note above
-
-        return read_systrace(path, events=events)
-    from lisa_ext.trace.text import read_text  # deferred: see the note above
-
-    return read_text(path, events=events)
-
-
-def read_trace(
-    path: str | os.PathLike, events: Iterable[str] | None = None, *, cache: bool = True
-) -> "TraceTables":
-    """Read a trace file into one typed Arrow table per event.
-
-    :param path: trace.dat (versions 6 and 7), tracefs / ``trace-cmd report``
-        text, or systrace/atrace HTML.
-    :param events: event names to return; all when ``None``. A requested event
-        absent from the file raises :class:`~lisa_ext.errors.UserError`.
-    :param cache: serve from / store in the content-keyed parquet cache
-        (:mod:`lisa_ext.trace.cache`). The cache always holds every event of
-        the file, so a later call asking for other events is served too.
-    """
-    from lisa_ext.trace import cache as trace_cache  # deferred: see the note above
-
-    path = os.fspath(path)
-    fmt = detect_format(path)
-    if not cache:
-        return _read_uncached(path, fmt, events)
-    entry = trace_cache.TraceCacheEntry.for_file(path)
-    tables = entry.load(events)
-    if tables is None:
-        tables = _read_uncached(path, fmt, None)
-        entry.store(tables)
-        tables = entry.select(tables, events)
-    return tables
-
+# whatever it imports at the top, every `lisa-ext trace ...` command pays (the LISA parser
+# costs seconds). Nothing below it imports it back: :mod:`~lisa_ext.trace.lisa_parser`
+# reads through :mod:`~lisa_ext.trace.read`.
 
 def load_trace(
     path: str | os.PathLike, *, cache: bool = True, loader: str = "fast", **kwargs: Any

@@ -35,20 +35,35 @@
 #include <zlib.h>
 #include <zstd.h>
 
+/* Built with -fsanitize=address (make fuzz): buffers come from malloc, so that
+ * AddressSanitizer knows their exact bounds (it cannot see inside mappings). */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 /* ------------------------------------------------------------------ */
-/* Buffer: a malloc'd block exposed through the buffer protocol.        */
+/* Buffer: decoder memory exposed through the buffer protocol.          */
 
 typedef struct {
     PyObject_HEAD
     char *data;
     Py_ssize_t len;
-    size_t mapped; /* size of the anonymous mapping holding data */
+    size_t mapped; /* size of the anonymous mapping holding data; 0: data is from malloc */
 } BufferObject;
 
 static void Buffer_dealloc(BufferObject *self)
 {
-    if (self->data)
+    if (self->data && self->mapped)
         munmap(self->data, self->mapped);
+    else
+        free(self->data);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -80,30 +95,50 @@ static PyTypeObject BufferType = {
 };
 
 /* ------------------------------------------------------------------ */
-/* Growable byte vector in its own anonymous mapping: growing it is a     */
-/* mremap (no copy), and large ones use transparent huge pages so that    */
-/* filling hundreds of MiB costs few page faults.                         */
+/* Growable byte vector. Small ones live on the heap (an event with one  */
+/* record and forty columns costs bytes, not forty mappings); past       */
+/* VEC_HEAP_MAX a vector moves to its own anonymous mapping: growing it   */
+/* is then a mremap (no copy), and large ones use transparent huge pages  */
+/* so that filling hundreds of MiB costs few page faults.                 */
 
 typedef struct {
     char *p;
     size_t len;
     size_t cap;    /* bytes prefaulted and writable: the growth check */
-    size_t mapped; /* size of the mapping */
+    size_t mapped; /* size of the mapping; 0 while p is from malloc */
 } Vec;
 
-#define VEC_MIN (64 * 1024)
+#define VEC_HEAP_MAX (64 * 1024)
 #define VEC_POPULATE (1u << 20)
 
 static int vec_grow(Vec *v, size_t need)
 {
-    if (need > v->mapped) {
-        size_t size = v->mapped ? v->mapped : VEC_MIN;
+    if (need > SIZE_MAX / 4)
+        return -1;
+    if (UNDER_ASAN || (!v->mapped && need <= VEC_HEAP_MAX)) {
+        size_t size = v->cap ? v->cap : 64;
         while (size < need)
             size *= 2;
-        void *p = v->p ? mremap(v->p, v->mapped, size, MREMAP_MAYMOVE)
-                       : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *p = realloc(v->p, size);
+        if (!p)
+            return -1;
+        v->p = p;
+        v->cap = size;
+        return 0;
+    }
+    if (need > v->mapped) {
+        size_t size = v->mapped ? v->mapped : 2 * VEC_HEAP_MAX;
+        while (size < need)
+            size *= 2;
+        void *p = v->mapped ? mremap(v->p, v->mapped, size, MREMAP_MAYMOVE)
+                            : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return -1;
+        if (!v->mapped && v->p) { /* leaving the heap */
+            memcpy(p, v->p, v->len);
+            free(v->p);
+            v->cap = 0;
+        }
         v->p = p;
         v->mapped = size;
     }
@@ -146,10 +181,46 @@ static PyObject *vec_to_buffer(Vec *v)
 
 static void vec_free(Vec *v)
 {
-    if (v->p)
+    if (v->p && v->mapped)
         munmap(v->p, v->mapped);
+    else
+        free(v->p);
     v->p = NULL;
     v->len = v->cap = v->mapped = 0;
+}
+
+/* The file, read-only: mapped, or under AddressSanitizer copied to the heap. */
+static const uint8_t *map_file(int fd, uint64_t len)
+{
+    if (!len || len > (uint64_t)SIZE_MAX)
+        return NULL;
+    if (UNDER_ASAN) {
+        uint8_t *p = malloc((size_t)len);
+        size_t done = 0;
+        while (p && done < len) {
+            ssize_t r = pread(fd, p + done, (size_t)len - done, (off_t)done);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                free(p);
+                return NULL;
+            }
+            done += (size_t)r;
+        }
+        return p;
+    }
+    void *m = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+static void unmap_file(const uint8_t *map, uint64_t len)
+{
+    if (!map)
+        return;
+    if (UNDER_ASAN)
+        free((void *)map);
+    else
+        munmap((void *)map, (size_t)len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -179,11 +250,13 @@ typedef struct {
 typedef struct {
     int id;
     uint32_t pid_offset, pid_size;
+    uint32_t min_len; /* bytes a record needs to hold every fixed-size field */
     int ncols;
     Column *cols;
     Vec ts, cpu, pid, comm_o, comm_d;
     int32_t comm_count;
     int64_t rows;
+    int64_t short_records; /* records shorter than min_len: damaged, skipped */
     int overflow;
     int thread; /* which decoding thread appends this event */
 } Slot;
@@ -200,6 +273,7 @@ typedef struct Cursor {
     uint64_t off, end;       /* remaining region of the file */
     uint32_t chunks_left;
     int chunk_header_read;
+    int damaged;             /* a damaged page ended the stream: load no more blocks */
     uint8_t *own;            /* decompressed block, owned */
     size_t own_cap;
     const uint8_t *buf;      /* current block of whole pages (own, or the file mapping) */
@@ -245,8 +319,13 @@ static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
 typedef struct Decoder {
     const char *path;
     uint32_t page_size, hdr_size, commit_off, commit_size;
+    uint64_t inflate_budget;  /* bytes all compressed chunks may still decompress to */
     char msgs[MAX_WARN][400]; /* filled without the GIL, turned into str afterwards */
     int nwarn;
+    /* a decompression bomb: not damage a writer or a truncation produces, so the file is refused */
+    int fatal;
+    uint64_t fatal_off;
+    char fatal_msg[400];
     uint8_t *cbuf; size_t cbuf_cap;
     ZSTD_DCtx *zctx;
     size_t block_pages;
@@ -266,6 +345,21 @@ static void warn(Decoder *d, const char *fmt, ...)
         va_end(ap);
     }
     d->nwarn++;
+    pthread_mutex_unlock(&warn_mu);
+}
+
+/* Refuse the file (the first reason is kept): every stream stops at its next block. */
+static void fatal(Decoder *d, uint64_t off, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&warn_mu);
+    if (!d->fatal) {
+        va_start(ap, fmt);
+        vsnprintf(d->fatal_msg, sizeof d->fatal_msg, fmt, ap);
+        va_end(ap);
+        d->fatal_off = off;
+        __atomic_store_n(&d->fatal, 1, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&warn_mu);
 }
 
@@ -303,6 +397,28 @@ static int ensure_cap(uint8_t **buf, size_t *cap, size_t n)
     return 0;
 }
 
+/* Limits on compressed data (docs/faults.md, "Hostile input"): real chunks of ring-buffer
+ * pages and metadata sections compress 2-20x; a chunk may declare at most 64x its compressed
+ * size plus 16 pages, 256 MiB in any case, and all chunks of a file together at most 32x the
+ * file's size plus 16 MiB. Everything decompressed, and so every record decoded, is then
+ * bounded by the size of the input. */
+#define CHUNK_MAX_RATIO 64
+#define CHUNK_FREE_PAGES 16
+#define CHUNK_MAX_SIZE (256u << 20)
+#define FILE_MAX_RATIO 32
+#define FILE_FREE_BYTES (16ull << 20)
+
+/* Take n from a budget shared with the prefetch thread; 0 if it does not hold n. */
+static int take_budget(uint64_t *budget, uint64_t n)
+{
+    uint64_t have = __atomic_load_n(budget, __ATOMIC_RELAXED);
+    do {
+        if (have < n)
+            return 0;
+    } while (!__atomic_compare_exchange_n(budget, &have, have - n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return 1;
+}
+
 /* Read and decompress the next chunk of a compressed stream into *dst.
  * Layout: <u32 chunk count> then chunks of <u32 csize><u32 usize><data>.
  * Returns 1 with a chunk, 0 at the end or on damage (with a warning). */
@@ -334,9 +450,18 @@ static int fetch_chunk(Decoder *d, Cursor *c, uint8_t **cbuf, size_t *cbuf_cap, 
              c->cpu, (unsigned long long)chunk_off, csize, (unsigned long long)(c->end - c->off - 8));
         return 0;
     }
-    if (usize > (1u << 30)) {
-        warn(d, "cpu %d: compressed chunk at offset %llu claims an implausible size %u",
-             c->cpu, (unsigned long long)chunk_off, usize);
+    /* A chunk holds a few pages (trace-cmd writes 10) that compress 2-20x: refuse what only
+     * a decompression bomb declares, before allocating for it. */
+    uint64_t allowed = (uint64_t)csize * CHUNK_MAX_RATIO + (uint64_t)CHUNK_FREE_PAGES * d->page_size;
+    if (usize > CHUNK_MAX_SIZE || usize > allowed) {
+        fatal(d, chunk_off, "cpu %d data: compressed chunk declares %u bytes from %u: expected at most %s "
+              "(a decompression bomb)", c->cpu, usize, csize,
+              usize > CHUNK_MAX_SIZE ? "256 MiB" : "64 times its compressed size plus 16 pages");
+        return 0;
+    }
+    if (!take_budget(&d->inflate_budget, usize)) {
+        fatal(d, chunk_off, "cpu %d data: the file's compressed chunks declare more than %d times the file's size "
+              "plus 16 MiB (a decompression bomb)", c->cpu, FILE_MAX_RATIO);
         return 0;
     }
     if (ensure_cap(cbuf, cbuf_cap, csize ? csize : 1) < 0 ||
@@ -381,9 +506,11 @@ static int fetch_chunk(Decoder *d, Cursor *c, uint8_t **cbuf, size_t *cbuf_cap, 
 /* Load the next block of pages into c->buf. Returns 1 if loaded, 0 at end. */
 static int load_block(Decoder *d, Cursor *c)
 {
+    if (c->damaged || __atomic_load_n(&d->fatal, __ATOMIC_RELAXED))
+        return 0;
     if (c->comp == COMP_NONE) {
         /* Give back the pages of the block just decoded: keeps the file out of our RSS. */
-        if (c->buf && c->buf_len) {
+        if (!UNDER_ASAN && c->buf && c->buf_len) {
             uintptr_t lo = ((uintptr_t)c->buf + d->host_page - 1) & ~(uintptr_t)(d->host_page - 1);
             uintptr_t hi = ((uintptr_t)c->buf + c->buf_len) & ~(uintptr_t)(d->host_page - 1);
             if (hi > lo)
@@ -498,9 +625,9 @@ static int next_page(Decoder *d, Cursor *c, int first)
             warn(d, "cpu %d: %s: data size %u exceeds the %zu bytes available (corrupted page); "
                     "decoding what fits", c->cpu, where, len, avail - d->hdr_size);
             len = (uint32_t)(avail - d->hdr_size);
-            /* A damaged page ends the stream after what fits in it. */
-            c->end = c->off;
-            c->chunks_left = 0;
+            /* A damaged page ends the stream after what fits in it (the prefetch thread
+             * owns the stream's chunk position: only this cursor's flag changes). */
+            c->damaged = 1;
             c->buf_len = c->page_at + avail;
         }
         c->ts = rd64(page);
@@ -718,7 +845,8 @@ static inline int put_list(Column *col, const uint8_t *s, size_t nbytes)
         return -1;
     if (vec_reserve(&col->a, nbytes) < 0 || vec_reserve(&col->o, 4) < 0)
         return -2;
-    VEC_PUT(&col->a, s, nbytes);
+    if (nbytes) /* an empty list: col->a may still have no memory at all */
+        VEC_PUT(&col->a, s, nbytes);
     col->count += (int32_t)nelem;
     VEC_PUT(&col->o, &col->count, 4);
     return 0;
@@ -748,6 +876,25 @@ static inline int dyn_range(const Column *col, const uint8_t *rec, uint32_t rec_
     return 0;
 }
 
+/* [start, start + len) of a variable-length column (dynamic, or the rest of the record), within
+ * what the record's other variable-length columns left of its length; start is 0 when empty. */
+static inline void var_range(const Column *col, const uint8_t *rec, uint32_t rec_len, uint32_t *var_left,
+                             uint32_t *start, uint32_t *len)
+{
+    if (col->kind == K_STR_DYN || col->kind == K_LIST_DYN) {
+        if (dyn_range(col, rec, rec_len, start, len) < 0)
+            *start = *len = 0;
+    } else {
+        *start = col->offset;
+        *len = *start < rec_len ? rec_len - *start : 0;
+    }
+    if (*len > *var_left)
+        *len = *var_left;
+    *var_left -= *len;
+    if (!*len)
+        *start = 0;
+}
+
 static int offsets_init(Vec *o);
 
 /* 16 bytes each: put_trusted copies 16 bytes at a time */
@@ -757,6 +904,15 @@ static const char COMM_UNKNOWN[16] = "<...>";
 static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const uint8_t *rec, uint32_t rec_len)
 {
     int32_t pid = 0;
+    /* A record shorter than its format's fixed fields is damaged; skipping it also bounds
+     * what one record adds to the columns by its own length. */
+    if (rec_len < s->min_len) {
+        s->short_records++;
+        return 0;
+    }
+    /* Variable-length data (dynamic strings and arrays, the rest of the record) of one record
+     * shares its length: real fields never overlap, damaged ones may not multiply it. */
+    uint32_t var_left = rec_len;
     if (!s->rows) { /* offsets buffers start with 0; created lazily so unused events cost nothing */
         if (!s->comm_o.len && offsets_init(&s->comm_o) < 0)
             return -2;
@@ -764,8 +920,7 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
             if (s->cols[i].kind != K_INT && !s->cols[i].o.len && offsets_init(&s->cols[i].o) < 0)
                 return -2;
     }
-    if (s->pid_offset + s->pid_size <= rec_len)
-        pid = (int32_t)rdn(rec + s->pid_offset, s->pid_size);
+    pid = (int32_t)rdn(rec + s->pid_offset, s->pid_size); /* within min_len */
     if (vec_reserve(&s->ts, 8) < 0 || vec_reserve(&s->cpu, 4) < 0 || vec_reserve(&s->pid, 4) < 0)
         return -2;
     int64_t tsv = (int64_t)ts;
@@ -795,42 +950,28 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
         Column *col = &s->cols[i];
         uint32_t start, len;
         switch (col->kind) {
-        case K_INT:
+        case K_INT: { /* within min_len */
             if (vec_reserve(&col->a, 8) < 0)
                 return -2;
-            if (col->offset + col->size <= rec_len) {
-                char *dst = col->a.p + col->a.len;
-                const uint8_t *src = rec + col->offset;
-                switch (col->size) { /* constant sizes: plain moves, no memcpy call */
-                case 1: *dst = (char)*src; break;
-                case 2: memcpy(dst, src, 2); break;
-                case 4: memcpy(dst, src, 4); break;
-                default: memcpy(dst, src, 8); break;
-                }
-            } else {
-                memset(col->a.p + col->a.len, 0, col->size);
+            char *dst = col->a.p + col->a.len;
+            const uint8_t *src = rec + col->offset;
+            switch (col->size) { /* constant sizes: plain moves, no memcpy call */
+            case 1: *dst = (char)*src; break;
+            case 2: memcpy(dst, src, 2); break;
+            case 4: memcpy(dst, src, 4); break;
+            default: memcpy(dst, src, 8); break;
             }
             col->a.len += col->size;
             break;
-        case K_STR_FIXED: {
-            start = col->offset;
-            uint32_t max = start < rec_len ? (col->size < rec_len - start ? col->size : rec_len - start) : 0;
-            r = put_cstr(&col->a, &col->o, &col->count, rec + start, max);
+        }
+        case K_STR_FIXED: /* within min_len */
+            r = put_cstr(&col->a, &col->o, &col->count, rec + col->offset, col->size);
             if (r < 0)
                 return r;
             break;
-        }
         case K_STR_DYN:
         case K_STR_REST:
-            if (col->kind == K_STR_DYN) {
-                if (dyn_range(col, rec, rec_len, &start, &len) < 0)
-                    start = len = 0;
-            } else {
-                start = col->offset;
-                len = start < rec_len ? rec_len - start : 0;
-                if (!len)
-                    start = 0;
-            }
+            var_range(col, rec, rec_len, &var_left, &start, &len);
             if (len) {
                 const uint8_t *z = memchr(rec + start, 0, len);
                 if (z)
@@ -842,24 +983,15 @@ static int append(Decoder *d, Slot *s, Comms *cm, int cpu, uint64_t ts, const ui
             if (r < 0)
                 return r;
             break;
-        case K_LIST_FIXED:
-            start = col->offset;
-            len = start + col->size <= rec_len ? col->size : 0;
-            r = put_list(col, rec + start, len);
+        case K_LIST_FIXED: /* within min_len */
+            r = put_list(col, rec + col->offset, col->size);
             if (r < 0)
                 return r;
             break;
         case K_LIST_DYN:
-            if (dyn_range(col, rec, rec_len, &start, &len) < 0)
-                start = len = 0;
-            r = put_list(col, rec + start, len);
-            if (r < 0)
-                return r;
-            break;
         case K_LIST_REST:
-            start = col->offset;
-            len = start < rec_len ? rec_len - start : 0;
-            r = put_list(col, rec + (len ? start : 0), len);
+            var_range(col, rec, rec_len, &var_left, &start, &len);
+            r = put_list(col, rec + start, len);
             if (r < 0)
                 return r;
             break;
@@ -895,7 +1027,7 @@ static int offsets_init(Vec *o)
 static PyObject *slot_result(Slot *s)
 {
     if (!s->rows)
-        return Py_BuildValue("{s:i}", "rows", 0);
+        return Py_BuildValue("{s:i,s:L}", "rows", 0, "short_records", (long long)s->short_records);
     PyObject *cols = PyList_New(s->ncols);
     if (!cols)
         return NULL;
@@ -912,8 +1044,8 @@ static PyObject *slot_result(Slot *s)
         }
         PyList_SET_ITEM(cols, i, item);
     }
-    return Py_BuildValue("{s:L,s:N,s:N,s:N,s:N,s:N,s:N}",
-                         "rows", (long long)s->rows,
+    return Py_BuildValue("{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:N}",
+                         "rows", (long long)s->rows, "short_records", (long long)s->short_records,
                          "ts", vec_to_buffer(&s->ts),
                          "cpu", vec_to_buffer(&s->cpu),
                          "pid", vec_to_buffer(&s->pid),
@@ -1034,22 +1166,36 @@ PyDoc_STRVAR(decode_doc,
 "streams: list of (cpu, file_offset, size). slots: list of\n"
 "(event_id, pid_offset, pid_size, [(kind, flags, offset, size, elem), ...][, thread]).\n"
 "Slots given thread k > 0 are decoded by a helper thread (uncompressed data only).\n"
-"Returns {'counts': {id: n}, 'slots': [dict per slot], 'warnings': [str],\n"
+"Returns {'counts': {id: n}, 'slots': [dict per slot], 'warnings': [str], 'fatal': (offset, str) | None,\n"
 "'first_ts': int|None, 'last_ts': int|None, 'cpu_counts': {cpu: n},\n"
 "'lost': [(cpu, pages, events, unknown_pages, first_ts, last_ts)]} where 'lost' lists the\n"
 "streams with pages flagged as following lost events (events: the counts the kernel stored;\n"
 "unknown_pages: flagged pages without a stored count).");
+
+/* "O&" converter: an int in [0, 2^64), as it is (the "K" format would wrap larger ones). Every
+ * offset, size and count is then checked in 64 bits before it is narrowed. */
+static int u64_arg(PyObject *o, void *out)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "an offset, size, count or id is negative or does not fit in 64 bits");
+        return 0;
+    }
+    *(uint64_t *)out = v;
+    return 1;
+}
 
 static PyObject *py_decode(PyObject *self, PyObject *args)
 {
     const char *path;
     int fd, comp;
     PyObject *streams_o, *slots_o;
-    unsigned int page_size, commit_off, commit_size, data_off, type_off, type_size;
+    uint64_t page_size, commit_off, commit_size, data_off, type_off, type_size;
     Py_buffer comm_index, comm_offsets, comm_data;
-    if (!PyArg_ParseTuple(args, "siOiIIIIIIOy*y*y*", &path, &fd, &streams_o, &comp, &page_size,
-                          &commit_off, &commit_size, &data_off, &type_off, &type_size, &slots_o,
-                          &comm_index, &comm_offsets, &comm_data))
+    if (!PyArg_ParseTuple(args, "siOiO&O&O&O&O&O&Oy*y*y*", &path, &fd, &streams_o, &comp, u64_arg, &page_size,
+                          u64_arg, &commit_off, u64_arg, &commit_size, u64_arg, &data_off, u64_arg, &type_off,
+                          u64_arg, &type_size, &slots_o, &comm_index, &comm_offsets, &comm_data))
         return NULL;
 
     PyObject *result = NULL, *counts = NULL, *slot_list = NULL, *cpu_counts = NULL, *lost = NULL;
@@ -1068,22 +1214,26 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     dp->path = path;
-    dp->page_size = page_size;
-    dp->commit_off = commit_off;
-    dp->commit_size = commit_size;
-    dp->hdr_size = data_off;
     dp->block_pages = 256;
     warnings = PyList_New(0);
     if (!warnings)
         goto out;
+    /* 64-bit comparisons that cannot wrap: the page header must hold the commit field, a page
+     * its header, and a record the type field */
     if (page_size < 16 || page_size > (1u << 24) || data_off >= page_size ||
-        (commit_size != 4 && commit_size != 8) || commit_off + commit_size > data_off ||
-        (type_size != 1 && type_size != 2 && type_size != 4) ||
+        (commit_size != 4 && commit_size != 8) || commit_off > data_off || commit_size > data_off - commit_off ||
+        (type_size != 1 && type_size != 2 && type_size != 4) || type_off > page_size ||
         (comp != COMP_NONE && comp != COMP_ZLIB && comp != COMP_ZSTD)) {
-        PyErr_Format(PyExc_ValueError, "%s: unsupported page layout (page size %u, header %u, commit %u@%u)",
-                     path, page_size, data_off, commit_size, commit_off);
+        PyErr_Format(PyExc_ValueError, "unsupported page layout (page size %llu, header %llu, commit %llu@%llu, "
+                     "type %llu@%llu)", (unsigned long long)page_size, (unsigned long long)data_off,
+                     (unsigned long long)commit_size, (unsigned long long)commit_off,
+                     (unsigned long long)type_size, (unsigned long long)type_off);
         goto out;
     }
+    dp->page_size = (uint32_t)page_size;
+    dp->commit_off = (uint32_t)commit_off;
+    dp->commit_size = (uint32_t)commit_size;
+    dp->hdr_size = (uint32_t)data_off;
     if (comm_index.len % 4 || comm_offsets.len % 4 || comm_offsets.len < 4) {
         PyErr_SetString(PyExc_ValueError, "comm tables must be int32 arrays");
         goto out;
@@ -1129,24 +1279,27 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     }
     dp->map_len = (uint64_t)st.st_size;
     dp->host_page = sysconf(_SC_PAGESIZE);
+    dp->inflate_budget = dp->map_len * FILE_MAX_RATIO + FILE_FREE_BYTES;
     if (comp == COMP_NONE && dp->map_len) {
-        void *m = mmap(NULL, dp->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
+        dp->map = map_file(fd, dp->map_len);
+        if (!dp->map) {
             PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
             goto out;
         }
-        dp->map = m;
     }
     for (Py_ssize_t i = 0; i < nstreams; i++) {
         PyObject *t = PySequence_GetItem(streams_o, i);
-        unsigned long long off, size;
-        int cpu;
-        if (!t || !PyArg_ParseTuple(t, "iKK", &cpu, &off, &size)) {
+        uint64_t off, size, cpu;
+        if (!t || !PyArg_ParseTuple(t, "O&O&O&", u64_arg, &cpu, u64_arg, &off, u64_arg, &size)) {
             Py_XDECREF(t);
             goto out;
         }
         Py_DECREF(t);
-        cur[i].cpu = cpu;
+        if (cpu > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "cpu number %llu out of range", (unsigned long long)cpu);
+            goto out;
+        }
+        cur[i].cpu = (int)cpu;
         cur[i].fd = fd;
         cur[i].comp = comp;
         cur[i].off = off;
@@ -1154,7 +1307,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
         if (off > dp->map_len || size > dp->map_len - off) {
             uint64_t have = off > dp->map_len ? 0 : dp->map_len - off;
             warn(dp, "cpu %d: file truncated: %llu bytes of trace data expected at offset %llu, "
-                     "the file has %llu", cpu, size, off, (unsigned long long)have);
+                     "the file has %llu", (int)cpu, (unsigned long long)size, (unsigned long long)off,
+                 (unsigned long long)have);
             cur[i].end = off + have;
             if (comp == COMP_NONE) /* decode whole pages only */
                 cur[i].end = off + have - have % page_size;
@@ -1163,16 +1317,22 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < nslots; i++) {
         PyObject *t = PySequence_GetItem(slots_o, i), *fields;
         Slot *s = &slots[i];
-        if (!t || !PyArg_ParseTuple(t, "iIIO|i", &s->id, &s->pid_offset, &s->pid_size, &fields, &s->thread)) {
+        uint64_t id, pid_offset, pid_size;
+        if (!t || !PyArg_ParseTuple(t, "O&O&O&O|i", u64_arg, &id, u64_arg, &pid_offset, u64_arg, &pid_size, &fields,
+                                    &s->thread)) {
             Py_XDECREF(t);
             goto out;
         }
-        if (s->id < 0 || s->id > 65535 || (s->pid_size != 1 && s->pid_size != 2 && s->pid_size != 4) ||
+        if (id > 65535 || (pid_size != 1 && pid_size != 2 && pid_size != 4) || pid_offset > page_size ||
             s->thread < 0 || s->thread > 15) {
             Py_DECREF(t);
-            PyErr_Format(PyExc_ValueError, "bad slot for event id %d", s->id);
+            PyErr_Format(PyExc_ValueError, "bad slot for event id %llu", (unsigned long long)id);
             goto out;
         }
+        s->id = (int)id;
+        s->pid_offset = (uint32_t)pid_offset;
+        s->pid_size = (uint32_t)pid_size;
+        s->min_len = s->pid_offset + s->pid_size;
         by_id[s->id] = s;
         Py_ssize_t nf = PySequence_Size(fields);
         s->cols = calloc(nf ? nf : 1, sizeof *s->cols);
@@ -1186,14 +1346,24 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
         for (Py_ssize_t k = 0; k < nf; k++) {
             Column *col = &s->cols[k];
             PyObject *f = PySequence_GetItem(fields, k);
-            if (!f || !PyArg_ParseTuple(f, "iiIII", &col->kind, &col->flags, &col->offset, &col->size, &col->elem)) {
+            uint64_t offset, size, elem;
+            if (!f || !PyArg_ParseTuple(f, "iiO&O&O&", &col->kind, &col->flags, u64_arg, &offset, u64_arg, &size,
+                                        u64_arg, &elem)) {
                 Py_XDECREF(f);
                 Py_DECREF(t);
                 goto out;
             }
             Py_DECREF(f);
-            int bad = col->kind < K_INT || col->kind > K_LIST_REST || col->offset > (1u << 20) ||
-                      col->size > (1u << 20);
+            /* a field must fit in a page for a record to hold it; then no sum below wraps */
+            int bad = col->kind < K_INT || col->kind > K_LIST_REST || offset > page_size || size > page_size ||
+                      elem > 8;
+            col->offset = (uint32_t)offset;
+            col->size = (uint32_t)size;
+            col->elem = (uint32_t)elem;
+            uint32_t end = col->offset + (col->kind == K_STR_DYN || col->kind == K_LIST_DYN ? 4 :
+                                          col->kind == K_STR_REST || col->kind == K_LIST_REST ? 0 : col->size);
+            if (end > s->min_len)
+                s->min_len = end;
             if (col->kind == K_INT && col->size != 1 && col->size != 2 && col->size != 4 && col->size != 8)
                 bad = 1;
             if ((col->kind == K_LIST_FIXED || col->kind == K_LIST_DYN || col->kind == K_LIST_REST) &&
@@ -1222,8 +1392,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     for (int t = 0; t < nthreads; t++) {
         Job *j = &jobs[t];
         j->cm = &cm;
-        j->type_off = type_off;
-        j->type_size = type_size;
+        j->type_off = (uint32_t)type_off;
+        j->type_size = (uint32_t)type_size;
         j->nstreams = nstreams;
         j->first_ts = j->last_ts = -1;
         if (t == 0) {
@@ -1249,8 +1419,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
         j->d->cbuf = NULL;
         j->d->cbuf_cap = 0;
         j->d->zctx = NULL;
-        void *m = mmap(NULL, dp->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        j->d->map = m == MAP_FAILED ? NULL : m;
+        j->d->map = map_file(fd, dp->map_len);
         if (!j->d->map) {
             nthreads = t + 1;
             j->err = 1;
@@ -1323,8 +1492,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     int64_t first_ts = jobs[0].first_ts, last_ts = jobs[0].last_ts, total = jobs[0].total;
     for (int t = 1; t < nthreads; t++) {
         if (jobs[t].d) {
-            if (jobs[t].d->map)
-                munmap((void *)jobs[t].d->map, jobs[t].d->map_len);
+            unmap_file(jobs[t].d->map, jobs[t].d->map_len);
             for (Py_ssize_t i = 0; i < nstreams; i++)
                 free(jobs[t].cur ? jobs[t].cur[i].own : NULL);
         }
@@ -1409,9 +1577,11 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     }
     PyObject *fts = first_ts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(first_ts);
     PyObject *lts = last_ts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(last_ts);
-    result = Py_BuildValue("{s:O,s:O,s:O,s:N,s:N,s:L,s:O,s:O}", "counts", counts, "slots", slot_list,
+    PyObject *fat = dp->fatal ? Py_BuildValue("(Ks)", (unsigned long long)dp->fatal_off, dp->fatal_msg)
+                              : Py_NewRef(Py_None);
+    result = Py_BuildValue("{s:O,s:O,s:O,s:N,s:N,s:L,s:O,s:O,s:N}", "counts", counts, "slots", slot_list,
                            "warnings", warnings, "first_ts", fts, "last_ts", lts,
-                           "total", (long long)total, "cpu_counts", cpu_counts, "lost", lost);
+                           "total", (long long)total, "cpu_counts", cpu_counts, "lost", lost, "fatal", fat);
 
 out:
     Py_XDECREF(lost);
@@ -1434,8 +1604,7 @@ out:
     free(by_id);
     free(id_counts);
     free(dp->cbuf);
-    if (dp->map)
-        munmap((void *)dp->map, dp->map_len);
+    unmap_file(dp->map, dp->map_len);
     if (dp->zctx)
         ZSTD_freeDCtx(dp->zctx);
     free(dp);
@@ -1453,12 +1622,15 @@ static PyObject *py_decompress(PyObject *self, PyObject *args)
 {
     int comp;
     Py_buffer in;
-    unsigned int size;
-    if (!PyArg_ParseTuple(args, "iy*I", &comp, &in, &size))
+    uint64_t size;
+    if (!PyArg_ParseTuple(args, "iy*O&", &comp, &in, u64_arg, &size))
         return NULL;
-    if (size > (1u << 30)) {
+    /* the ratio cap of data chunks, with 1 MiB free: a metadata section is text (2-7x) */
+    if (size > CHUNK_MAX_SIZE || size > (uint64_t)in.len * CHUNK_MAX_RATIO + (1u << 20)) {
         PyBuffer_Release(&in);
-        PyErr_Format(PyExc_ValueError, "implausible uncompressed size %u", size);
+        PyErr_Format(PyExc_ValueError, "declares %llu bytes from %zd: more than %s (a decompression bomb, "
+                     "or a damaged header)", (unsigned long long)size, in.len,
+                     size > CHUNK_MAX_SIZE ? "256 MiB" : "64 times its compressed size plus 1 MiB");
         return NULL;
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, size);
@@ -1475,7 +1647,7 @@ static PyObject *py_decompress(PyObject *self, PyObject *args)
         ok = !ZSTD_isError(r);
         if (ok) got = r; else why = ZSTD_getErrorName(r);
     } else if (comp == COMP_ZLIB) {
-        uLongf dl = size;
+        uLongf dl = (uLongf)size;
         int r = uncompress((Bytef *)dst, &dl, in.buf, (uLong)in.len);
         ok = r == Z_OK;
         got = dl;
@@ -1487,8 +1659,8 @@ static PyObject *py_decompress(PyObject *self, PyObject *args)
     PyBuffer_Release(&in);
     if (!ok || got != size) {
         Py_DECREF(out);
-        PyErr_Format(PyExc_ValueError, "cannot decompress: %s (got %zu of %u bytes)",
-                     ok ? "size mismatch" : why, got, size);
+        PyErr_Format(PyExc_ValueError, "cannot decompress: %s (got %zu of %llu bytes)",
+                     ok ? "size mismatch" : why, got, (unsigned long long)size);
         return NULL;
     }
     return out;
@@ -1513,7 +1685,7 @@ PyMODINIT_FUNC PyInit__tracedat(void)
     if (!m)
         return NULL;
     /* bumped whenever decode()'s arguments or results change: tracedat.py checks it */
-    if (PyModule_AddIntConstant(m, "ABI_VERSION", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI_VERSION", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -22,9 +22,22 @@ if TYPE_CHECKING:
 
     import pyarrow
 
-__all__ = ["BprintFormatter", "unescape_format"]
+__all__ = ["BprintBudgetError", "BprintFormatter", "unescape_format"]
 
-_SPEC_RE = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d*))?(?P<len>hh|h|ll|l|L|z|Z|j|t)?(?P<conv>.)?", re.S)
+#: Longest text of one record: the kernel prints a trace_seq of one page.
+MAX_TEXT = 4096
+#: Largest field width or precision printed (a damaged record may ask for 2^31).
+MAX_WIDTH = 4096
+#: Formatted text (format strings and messages of all rows) may exceed the records' argument
+#: bytes by this factor, plus BUDGET_FREE_BYTES: real traces stay near 10x.
+BUDGET_RATIO = 64
+BUDGET_FREE_BYTES = 64 << 20
+
+
+class BprintBudgetError(ValueError):
+    """The formatted text of the bprint records would exceed its budget (damaged printk formats)."""
+
+_SPEC_RE = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d*))?(?P<len>hh|h|ll|l|L|z|Z|j|t)?(?P<conv>.)?", re.S | re.ASCII)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 
 
@@ -41,6 +54,16 @@ def unescape_format(fmt: str) -> str:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def _clamp(value: str | None) -> str | None:
+    """A width or precision printed at most MAX_WIDTH wide (the format may hold 5000 digits)."""
+    if not value:
+        return value
+    digits = value.lstrip("-")
+    if len(digits) > 5 or int(digits) > MAX_WIDTH:
+        return ("-" if value.startswith("-") else "") + str(MAX_WIDTH)
+    return value
 
 
 def _clean_printk(raw: str) -> str:
@@ -157,10 +180,20 @@ class BprintFormatter:
     def _render(self, compiled: _Compiled, buf: bytes) -> str:
         out = []
         pos = 0
+        written = 0
+        # every argument takes at least a byte of the record: a format with more conversions
+        # than that is damaged, and rendering stops there (the work stays bounded by the record)
+        conversions_left = len(buf) + 8
         for part in compiled.parts:
+            if written > MAX_TEXT:
+                break
             if isinstance(part, str):
                 out.append(part)
+                written += len(part)
                 continue
+            conversions_left -= 1
+            if conversions_left < 0:
+                break
             flags, width, prec, length, conv, ext = part
             if width == "*":
                 w, pos = self._read(buf, pos, 4)
@@ -168,6 +201,9 @@ class BprintFormatter:
             if prec == "*":
                 p, pos = self._read(buf, pos, 4)
                 prec = str(struct.unpack("<i", p.to_bytes(4, "little"))[0])
+            width, prec = _clamp(width), _clamp(prec)
+            if prec is not None and prec.startswith("-"):  # C: a negative precision is taken as omitted
+                prec = None
             spec = "%" + flags + (width or "") + (("." + prec) if prec is not None else "")
             if conv == "s":
                 s, pos = self._string(buf, pos)
@@ -204,7 +240,8 @@ class BprintFormatter:
                 if uval == 0:
                     spec = spec.replace("#", "")
                 out.append((spec + conv) % uval)
-        return "".join(out)
+            written += len(out[-1])
+        return "".join(out)[:MAX_TEXT]
 
     def _pointer(self, val: int, ext: str) -> str:
         if ext in ("s", "S", "f", "F"):
@@ -228,10 +265,16 @@ class BprintFormatter:
         values = bufs.values
         data = values.buffers()[1].to_pybytes()[values.offset:] if len(values) else b""
         fmts, texts = [], []
+        budget = BUDGET_FREE_BYTES + BUDGET_RATIO * len(data)
         for k, addr in enumerate(addrs):
             fmt, text = self.format(addr, data[offsets[k] : offsets[k + 1]])
             fmts.append(fmt)
             texts.append(text)
+            budget -= len(fmt) + len(text)
+            if budget < 0:
+                raise BprintBudgetError(
+                    f"the text of {len(addrs)} bprint records would exceed {BUDGET_RATIO} times their "
+                    f"{len(data)} bytes of arguments (row {k}: a {len(fmt)}-character format): damaged printk formats")
         idx_fmt = table.schema.get_field_index("fmt")
         table = table.set_column(idx_fmt, "fmt", pa.array(fmts, pa.string()))
         idx_buf = table.schema.get_field_index("buf")

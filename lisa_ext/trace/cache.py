@@ -4,11 +4,12 @@ A trace is converted once; later loads read one parquet file per event
 (memory-mapped) instead of decoding the trace again, and only the events (and
 columns) they need: :mod:`lisa_ext.trace.lisa_parser` reads the timestamps of
 every event but the fields of the requested ones only. The key is the SHA-256 of
-the file's bytes plus :data:`CACHE_FORMAT` (bumped whenever a reader's output
-changes), so a file modified in place, or another file at the same path, is
-never served stale, and copies of one trace share an entry.
+the file's bytes (:func:`file_digest`, computed once per file and process, the
+report's caches key on it too) plus :data:`CACHE_FORMAT` (bumped whenever a
+reader's output changes), so a file modified in place, or another file at the
+same path, is never served stale, and copies of one trace share an entry.
 
-Layout, under ``$LISA_EXT_CACHE`` or ``~/.cache/lisa-ext/traces``::
+Layout, under ``$LISA_EXT_CACHE/traces`` (``~/.cache/lisa-ext/traces``)::
 
     <key[:2]>/<key>/meta.json          TraceTables.meta, event -> file and event -> rows
     <key[:2]>/<key>/events/<n>.parquet one table per event (+ ``__line`` for text)
@@ -27,14 +28,17 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from lisa_ext.errors import UserError
 from lisa_ext.trace.tables import TraceTables
+from lisa_ext.workbench import cache_root
 
-__all__ = ["CACHE_FORMAT", "cache_dir", "content_key", "TraceCacheEntry", "CacheEntryDamaged", "clear"]
+__all__ = ["CACHE_FORMAT", "STATISTICS_COLUMNS", "cache_dir", "content_key", "file_digest", "TraceCacheEntry",
+           "CacheEntryDamaged", "clear", "parquet_options"]
 
 # Deferred imports in this module: pyarrow/numpy (~0.5 s) load only when tables are built; `lisa-ext
 # trace stats` never needs them.
@@ -45,18 +49,52 @@ _LINE_COLUMN = "__line"
 
 
 def cache_dir() -> Path:
-    """Root of the cache: ``$LISA_EXT_CACHE`` if set, else ``~/.cache/lisa-ext/traces``."""
-    env = os.environ.get("LISA_EXT_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "lisa-ext" / "traces"
+    """Root of the trace cache: ``traces/`` under the cache root (``$LISA_EXT_CACHE``, else
+    ``~/.cache/lisa-ext``: :func:`lisa_ext.workbench.cache_root`)."""
+    return cache_root() / "traces"
+
+
+#: (real path, device, inode, size, mtime) -> SHA-256: a file is hashed once per process
+_DIGESTS: dict[tuple, str] = {}
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of a file's content, computed once per process for a file that has not
+    changed since (same device, inode, size and modification time)."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    ident = (real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    digest = _DIGESTS.get(ident)
+    if digest is None:
+        h = hashlib.sha256()
+        with open(real, "rb") as f:
+            while chunk := f.read(1 << 22):
+                h.update(chunk)
+        digest = _DIGESTS[ident] = h.hexdigest()
+    return digest
+
+
+#: the only columns given parquet statistics (min/max per row group): what readers filter
+#: rows on. Statistics of every column cost a quarter of the writing.
+STATISTICS_COLUMNS = ("__timestamp", "__cpu")
+
+
+def parquet_options(table, compression: str = "zstd") -> dict:
+    """``pyarrow.parquet.write_table`` options for one event table, fast to write:
+    dictionaries for strings only (task names repeat; integers gain little), zstd at
+    level 1 (~2x faster than its default level 3 here), statistics of
+    :data:`STATISTICS_COLUMNS` only."""
+    options = {"compression": compression,
+               "use_dictionary": [f.name for f in table.schema if str(f.type) == "string"],
+               "write_statistics": [c for c in STATISTICS_COLUMNS if c in table.column_names]}
+    if compression == "zstd":
+        options["compression_level"] = 1
+    return options
 
 
 def content_key(path: str | os.PathLike) -> str:
-    """SHA-256 of the file's content and of :data:`CACHE_FORMAT`, as hex."""
-    digest = hashlib.sha256(CACHE_FORMAT.encode())
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The cache key of a trace file: SHA-256 of :data:`CACHE_FORMAT` and of the file's digest."""
+    return hashlib.sha256(f"{CACHE_FORMAT}:{file_digest(path)}".encode()).hexdigest()
 
 
 def clear() -> None:
@@ -185,11 +223,17 @@ class TraceCacheEntry:
             (tmp / "events").mkdir()
             lines = tables.meta.get("record_lines") or {}
             files = {}
+            jobs = []
             for n, (event, table) in enumerate(sorted(tables.tables.items())):
                 if event in lines:
                     table = table.append_column(_LINE_COLUMN, pa.array(lines[event], type=pa.int64()))
                 files[event] = f"{n}.parquet"
-                pq.write_table(table, tmp / "events" / files[event], compression="zstd")
+                jobs.append((table, tmp / "events" / files[event]))
+            # parquet encoding releases the GIL: two writers, largest tables first
+            with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+                for future in [pool.submit(pq.write_table, table, path, **parquet_options(table))
+                               for table, path in sorted(jobs, key=lambda j: -j[0].nbytes)]:
+                    future.result()
             meta = {k: v for k, v in tables.meta.items() if k not in ("record_lines", "cache")}
             rows = {event: table.num_rows for event, table in tables.tables.items()}
             with open(tmp / "meta.json", "w", encoding="utf-8") as f:

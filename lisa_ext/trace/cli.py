@@ -5,6 +5,9 @@
   ``DIR/meta.json`` (cpus, clock, file version, event counts, files written).
 * ``lisa-ext trace stats TRACE [--json]`` prints the number of records per
   event; the JSON shape is ``{"events": {"sched_switch": N, ...}, "cpus": N}``.
+* ``lisa-ext trace export --perfetto RUN_OR_TRACE -o FILE.pftrace`` writes a
+  Perfetto trace of the events and the analyses' findings
+  (:mod:`lisa_ext.report.perfetto`).
 
 trace.dat files go through the native decoder (:mod:`lisa_ext.trace.tracedat`);
 text and systrace files through :func:`lisa_ext.trace.read_trace`.
@@ -23,6 +26,7 @@ from pathlib import Path
 from lisa_ext.errors import UserError
 from lisa_ext.trace import read_trace, tracedat
 from lisa_ext.trace.tracedat import MAGIC, TraceDatReader, count_events, read_tracedat
+from lisa_ext.trace.cache import parquet_options
 from lisa_ext.trace.strip import shrink_trace
 
 __all__ = ["register", "convert", "stats", "event_file_name"]
@@ -69,15 +73,6 @@ def _prepare_out_dir(out: Path) -> None:
         raise UserError(f"{out}: directory is not empty and holds no earlier conversion; choose a new one")
 
 
-def _write_options(table, compression: str) -> dict:
-    # Dictionaries pay off for strings (comms repeat); zstd level 1 is ~2x faster than the default level.
-    options = {"compression": compression,
-               "use_dictionary": [f.name for f in table.schema if str(f.type) == "string"]}
-    if compression == "zstd":
-        options["compression_level"] = 1
-    return options
-
-
 def _tracedat_passes(reader, events) -> list[list[str]]:
     """Events to decode per pass: two passes (heaviest events first) on large
     uncompressed files, so that writing the first overlaps decoding the second."""
@@ -116,7 +111,7 @@ def convert(path: str | os.PathLike, out_dir: str | os.PathLike, events=None,
 
         def write(tables, event):
             table = tables.tables[event]
-            pq.write_table(table, out / files[event], **_write_options(table, compression))
+            pq.write_table(table, out / files[event], **parquet_options(table, compression))
 
         if _is_tracedat(path):
             reader = TraceDatReader(path)
@@ -186,6 +181,28 @@ def _cmd_stats(args) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    # deferred: the findings need the analyses (LISA), which `trace stats` and `convert` never load
+    from lisa_ext.report.perfetto import export_perfetto
+
+    if not args.perfetto:
+        raise UserError("trace export: choose a format: --perfetto (the only one so far)")
+    summary = export_perfetto(args.source, args.out, findings=args.findings, model=args.model,
+                              marked=args.marked)
+    for note in summary["notes"]:
+        print(f"lisa-ext trace export: note: {note}", file=sys.stderr)
+    if summary["dropped"]:
+        lost = "; ".join(f"{e}.{', '.join(c)}" for e, c in sorted(summary["dropped"].items()))
+        print(f"lisa-ext trace export: note: fields Perfetto's messages lack, not exported: {lost}",
+              file=sys.stderr)
+    tracks = sum(summary["tracks"].values())
+    print(f"{args.out}: {sum(summary['events'].values())} events ({len(summary['typed'])} kinds as "
+          f"Perfetto's own messages, {len(summary['generic'])} generic) on {summary['cpus']} CPUs, "
+          f"{summary['threads']} threads, {len(summary['tracks'])} finding tracks ({tracks} items); "
+          f"open it on https://ui.perfetto.dev or with trace_processor")
+    return 0
+
+
 def _cmd_shrink(args: argparse.Namespace) -> int:
     before, after = shrink_trace(args.trace, args.out)
     print(f"{args.out}: {after} bytes ({before} before)")
@@ -215,6 +232,24 @@ def register(subparsers) -> None:
     s.add_argument("trace", metavar="TRACE", help="trace.dat (v6/v7), ftrace text or systrace HTML")
     s.add_argument("--json", action="store_true", help='print {"events": {...}, "cpus": N}')
     s.set_defaults(func=_cmd_stats)
+
+    x = sub.add_parser("export", help="write a run or trace as a Perfetto trace (.pftrace)",
+                       description="Write the events of a trace (or of a run directory's trace.dat) "
+                                   "as a Perfetto protobuf trace, with the analyses' findings (idle "
+                                   "misses, wake-up latencies, IO-wait sleeps and boosts, gated idle, "
+                                   "estimated power) as tracks. Open it on ui.perfetto.dev or with "
+                                   "trace_processor.")
+    x.add_argument("source", metavar="RUN_OR_TRACE", help="run directory or trace file")
+    x.add_argument("--perfetto", action="store_true", required=True,
+                   help="Perfetto's protobuf format (the only format so far)")
+    x.add_argument("-o", "--out", required=True, metavar="FILE", help="output file (.pftrace)")
+    x.add_argument("--no-findings", dest="findings", action="store_false",
+                   help="events only: skip the analyses (no LISA; faster)")
+    x.add_argument("--model", metavar="MODEL",
+                   help="power model for the power/energy tracks (default: the run's meter's)")
+    x.add_argument("--marked", metavar="PREFIXES",
+                   help="comm prefixes of latency-sensitive tasks for the gated idle track")
+    x.set_defaults(func=_cmd_export)
 
     k = sub.add_parser("shrink", help="write a small copy of a trace.dat for committing as sample data",
                        description="Write TRACE as a version 7, zstd-compressed trace.dat without the "

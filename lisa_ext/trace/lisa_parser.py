@@ -52,7 +52,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lisa_ext.compat import import_lisa
-from lisa_ext.trace import _read_uncached, detect_format, read_trace
+from lisa_ext.trace.read import detect_format, read_trace, read_uncached
 from lisa_ext.trace.cache import TraceCacheEntry
 from lisa_ext.trace.tracedat import open_tracedat
 
@@ -199,7 +199,7 @@ def _load(path: str, cache: bool) -> _Prepared:
             meta = index["meta"]
             return _Prepared(path, meta, dict(index["rows"]), _lisa_field_dtypes(meta.get("format")),
                              entry=entry, index=index, cache_dir=str(entry.directory))
-        tt = _read_uncached(path, detect_format(path), None)
+        tt = read_uncached(path, detect_format(path), None)
         entry.store(tt)
     rows = {event: table.num_rows for event, table in tt.tables.items()}
     return _Prepared(path, tt.meta, rows, _lisa_field_dtypes(tt.meta.get("format")), loaded=dict(tt.tables),

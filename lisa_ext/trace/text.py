@@ -63,20 +63,28 @@ __all__ = ["read_text", "parse_text_lines", "looks_like_text_trace"]
 # trace stats` never needs them.
 
 # comm may hold '-', ' ' and ':'; the greedy group keeps the last "-pid" that
-# is followed by the rest of a header.
+# is followed by the rest of a header. No pattern around comm and rest may overlap them
+# (leading or trailing whitespace): on a line that does not match, every split would be tried.
 _HEADER = re.compile(
-    r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+"
+    r"^(?P<comm>.*)-(?P<pid>\d+)\s+"
     r"(?:\(\s*(?P<tgid>[\d-]+)\)\s+)?"
     r"\[(?P<cpu>\d+)\]\s+"
     r"(?:(?P<flags>[^\s\[\]:]{1,8})\s+)?"
     r"(?P<sec>\d+)\.(?P<frac>\d{1,9}):\s+"
-    r"(?P<event>[\w@.]+):\s*(?P<rest>.*?)\s*$"
+    r"(?P<event>[\w@.]+):\s*(?P<rest>.*)$",
+    re.ASCII,
 )
 _FIELD_NAME = re.compile(r"(?:^|(?<=\s))([A-Za-z_]\w*)=")
-_INT = re.compile(r"^-?\d+$")
+_INT = re.compile(r"^-?\d{1,20}$", re.ASCII)
 _HEX = re.compile(r"^0x[0-9a-fA-F]{1,16}$")
-_CPUS_LINE = re.compile(r"^cpus=(\d+)\s*$")
-_TRACEFS_CPUS = re.compile(r"#P:(\d+)")
+_CPUS_LINE = re.compile(r"^cpus=(\d{1,6})\s*$", re.ASCII)
+_TRACEFS_CPUS = re.compile(r"#P:(\d{1,6})", re.ASCII)
+#: Longest line read: the kernel prints a trace line into one page (trace_seq); a longer line
+#: is damage, and the patterns above are not linear on it.
+MAX_LINE = 16384
+#: Field names one event may have (real ones have a few dozen); more are damage.
+MAX_FIELDS = 256
+_INT32_MAX = 2**31 - 1
 _PREAMBLE = re.compile(r"^(version = \d+|CPU \d+ is empty|cpus=\d+|#.*|\s*)$")
 _PRINT_LIKE = {"print": "buf", "bprint": "buf", "bputs": "str"}
 # tracefs prints ``print`` events under the name of their caller, and systrace
@@ -113,14 +121,26 @@ class _EventRows:
     line: list[int] = field(default_factory=list)
     fields: list[dict[str, str]] = field(default_factory=list)
     names: dict[str, None] = field(default_factory=dict)  # ordered set
+    too_many_fields: bool = False
 
 
 def looks_like_text_trace(head: bytes) -> bool:
     """True if the first bytes of a file look like ftrace text."""
     text = head.decode("utf-8", "replace")
-    return any(_HEADER.match(line) for line in text.splitlines()[:200]) or text.startswith(
+    return any(len(line) <= MAX_LINE and _HEADER.match(line) for line in text.splitlines()[:200]) or text.startswith(
         ("# tracer:", "version = ", "cpus=")
     )
+
+
+def _header_values(match: re.Match) -> tuple[int, int, int] | str:
+    """(timestamp ns, cpu, pid) of an event line, or what is wrong with them (damaged digits)."""
+    sec, cpu, pid = match["sec"], match["cpu"], match["pid"]
+    if len(sec) <= 10 and len(cpu) <= 10 and len(pid) <= 10:
+        ts = int(sec) * 1_000_000_000 + int(match["frac"].ljust(9, "0"))
+        if ts <= _INT64_MAX and int(cpu) <= _INT32_MAX and int(pid) <= _INT32_MAX:
+            return ts, int(cpu), int(pid)
+    return ("expected a timestamp below 2^63 ns and a cpu and pid below 2^31 "
+            f"(found {sec[:24]}.{match['frac']} s, cpu {cpu[:24]}, pid {pid[:24]})")
 
 
 def _split_fields(event: str, rest: str) -> dict[str, str]:
@@ -274,37 +294,55 @@ def parse_text_lines(
     first_ts = last_ts = None
     max_cpu = -1
 
+    continued: list[str] = []  # continuation lines of the last print event, joined once
+
+    def join_continued() -> None:
+        if continued:
+            event, rows = last
+            key = _TEXT_EVENTS[event]
+            rows.fields[-1][key] = "\n".join([rows.fields[-1][key], *continued])
+            continued.clear()
+
+    def skipped(lineno: int, why: str) -> None:
+        if len(warnings) < 20:
+            warnings.append(f"{source}: line {lineno}: {why}, skipped")
+        elif len(warnings) == 20:
+            warnings.append(f"{source}: more lines skipped after line {lineno}")
+
     if incomplete_last_line:
         lines = _drop_last(lines, warnings, source, first_line)
     lines = _undo_js_continuations(lines)
     for lineno, line in enumerate(lines, start=first_line):
         line = line.rstrip("\r\n")
-        match = _HEADER.match(line)
-        if match is None:
-            if first_other is None and line.strip() and not _PREAMBLE.match(line):
+        match = _HEADER.match(line) if len(line) <= MAX_LINE else None
+        header = _header_values(match) if match is not None else None
+        if isinstance(header, str):  # an event line whose numbers no kernel prints
+            raise UserError(f"{source}: line {lineno}: {header}: {line[:80]!r}")
+        if header is None:
+            if first_other is None and line.strip() and not _PREAMBLE.match(line[:MAX_LINE]):
                 first_other = (lineno, line)
             if not seen_event:
-                found = _CPUS_LINE.match(line) or _TRACEFS_CPUS.search(line)
+                found = _CPUS_LINE.match(line) or _TRACEFS_CPUS.search(line[:MAX_LINE])
                 if found:
                     cpus_declared = int(found.group(1))
                 continue
-            if last is not None and line and not line.startswith("#"):
+            if last is not None and line and not line.startswith("#") and len(line) <= MAX_LINE:
                 event, rows = last
                 key = _TEXT_EVENTS.get(event)
                 if key is not None and rows.fields and rows.fields[-1].get(key) is not None:
-                    rows.fields[-1][key] += "\n" + line
+                    continued.append(line)
                     continue
-            if line.strip() and not _PREAMBLE.match(line):
-                if len(warnings) < 20:
-                    warnings.append(f"{source}: line {lineno}: not an event line, skipped: {line[:80]!r}")
-                elif len(warnings) == 20:
-                    warnings.append(f"{source}: more lines skipped after line {lineno}")
+            join_continued()
+            if len(line) > MAX_LINE:
+                skipped(lineno, f"longer than {MAX_LINE} characters (a trace line fits in a page)")
+            elif line.strip() and not _PREAMBLE.match(line):
+                skipped(lineno, f"not an event line: {line[:80]!r}")
             last = None
             continue
+        join_continued()
         seen_event = True
         event = match["event"]
-        ts = int(match["sec"]) * 1_000_000_000 + int(match["frac"].ljust(9, "0"))
-        cpu = int(match["cpu"])
+        ts, cpu, pid = header
         counts[event] = counts.get(event, 0) + 1
         first_ts = ts if first_ts is None or ts < first_ts else first_ts
         last_ts = ts if last_ts is None or ts > last_ts else last_ts
@@ -315,15 +353,24 @@ def parse_text_lines(
         rows = per_event.get(event)
         if rows is None:
             rows = per_event[event] = _EventRows()
-        values = _split_fields(event, match["rest"])
+        values = _split_fields(event, match["rest"].rstrip())
+        new = [name for name in values if name not in rows.names]
+        if len(rows.names) + len(new) > MAX_FIELDS:  # damage: keep the fields seen so far
+            for name in new[max(0, MAX_FIELDS - len(rows.names)) :]:
+                del values[name]
+            if not rows.too_many_fields:
+                rows.too_many_fields = True
+                warnings.append(f"{source}: line {lineno}: event {event} has more than {MAX_FIELDS} field "
+                                "names; the others are dropped (damaged text)")
         rows.names.update(dict.fromkeys(values))
         rows.ts.append(ts)
         rows.cpu.append(cpu)
-        rows.pid.append(int(match["pid"]))
+        rows.pid.append(pid)
         rows.comm.append(match["comm"].strip())
         rows.line.append(lineno)
         rows.fields.append(values)
         last = (event, rows)
+    join_continued()
 
     if not seen_event:
         shown = f"; line {first_other[0]} reads {first_other[1][:100]!r}" if first_other else ""

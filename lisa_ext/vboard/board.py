@@ -18,16 +18,15 @@ import dataclasses
 import json
 import logging
 import os
-import shlex
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from lisa_ext import hostkeys
 from lisa_ext.errors import UserError
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
+from lisa_ext.ssh import VBOARD_ALIAS, Endpoint, HostKeyError, SshClient, Trust
 from lisa_ext.workbench import workbench_path
 from lisa_ext.vboard import devicetree, qemu, rootfs
 
@@ -38,7 +37,6 @@ __all__ = [
     "RunningKernel",
     "board_for_target_conf",
     "default_target_conf_path",
-    "target_conf_overrides",
 ]
 
 log = logging.getLogger(__name__)
@@ -345,28 +343,25 @@ class VirtualBoard:
 
     # -- SSH ----------------------------------------------------------------
 
-    def ssh_base(self, *, tty: bool = False) -> list[str]:
+    def endpoint(self) -> Endpoint:
+        """The running board's SSH login: root with the cache's key, its pinned host key."""
         state = self._require_state()
-        return [
-            "ssh", "-i", str(rootfs.ssh_key_path()), "-p", str(state.ssh_port),
-            *hostkeys.openssh_options(pinned=rootfs.known_hosts_pin_path(), alias=hostkeys.VBOARD_ALIAS),
-            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
-            "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=6",
-            # One SSH connection shared by every command: a new handshake costs the TCG
-            # guest ~1.3 s of CPU, a command over the shared one ~0.15 s. The connection
-            # (and its socket) goes away with QEMU, so a rebooted board gets a fresh one.
-            # %C hashes host, port and user (one socket per board); a socket path must stay
-            # under ~100 bytes, which one inside a user's cache directory may not.
-            "-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/lisa-ext-ssh-%C",
-            "-o", "ControlPersist=300",
-            "-t" if tty else "-T",
-            "root@127.0.0.1",
-        ]
+        trust = Trust(rootfs.known_hosts_pin_path(), VBOARD_ALIAS, alias=True,
+                      pin_hint="rebuild the board's rootfs (its key is pinned when the rootfs is made)")
+        return Endpoint("127.0.0.1", state.ssh_port, "root", trust, keyfile=rootfs.ssh_key_path())
+
+    def ssh(self) -> SshClient:
+        """The board's SSH client (:mod:`lisa_ext.ssh`: pinned key, one shared connection)."""
+        return SshClient(self.endpoint())
+
+    def ssh_base(self, *, tty: bool = False) -> list[str]:
+        """``ssh ...`` up to the host: append a command line to run it on the board."""
+        return self.ssh().argv(tty=tty)
 
     def run(self, command: str, *, check: bool = True, timeout: float | None = 600,
             input: bytes | None = None) -> subprocess.CompletedProcess:
         """Run a shell command on the guest; returns the completed process (bytes output)."""
-        proc = subprocess.run(self.ssh_base() + [command], input=input, capture_output=True, timeout=timeout)
+        proc = self.ssh().run(command, input=input, timeout=timeout)
         if check and proc.returncode != 0:
             raise UserError(
                 f"on the virtual board, {command!r} exited with {proc.returncode}: "
@@ -376,16 +371,12 @@ class VirtualBoard:
 
     def push(self, local: Path, remote: str) -> None:
         """Copy one host file to the guest (streamed over SSH: no scp/sftp needed)."""
-        with open(local, "rb") as f:
-            proc = subprocess.run(self.ssh_base() + [f"cat > {shlex.quote(remote)}"], stdin=f,
-                                  capture_output=True, timeout=600)
+        proc = self.ssh().push(local, remote)
         if proc.returncode != 0:
             raise UserError(f"copying {local} to the board failed: {proc.stderr.decode(errors='replace')}")
 
     def pull(self, remote: str, local: Path) -> None:
-        with open(local, "wb") as f:
-            proc = subprocess.run(self.ssh_base() + [f"cat {shlex.quote(remote)}"], stdout=f,
-                                  stderr=subprocess.PIPE, timeout=600)
+        proc = self.ssh().pull(remote, local)
         if proc.returncode != 0:
             raise UserError(f"copying {remote} from the board failed: {proc.stderr.decode(errors='replace')}")
 
@@ -406,6 +397,8 @@ class VirtualBoard:
                 running = self.running_kernel()
                 if running.boot_id and running.boot_id != not_boot_id:
                     return running
+            except HostKeyError:
+                raise  # another machine, or another key: waiting cannot help
             except (UserError, subprocess.TimeoutExpired, IndexError, ValueError) as exc:
                 last_error = str(exc)
             time.sleep(2)
@@ -420,16 +413,6 @@ class VirtualBoard:
         except OSError:
             return "(no serial log)"
         return "\n".join(text.splitlines()[-lines:])
-
-
-def target_conf_overrides() -> dict:
-    """What a target config of the board takes from the board of the current cache rather than
-    from its file: the key that cache authorised and the port its board listens on (the
-    configured one while it is down). Two caches' boards then need no edited copy of the file."""
-    board = VirtualBoard()
-    state = board.status()
-    port = state["ssh_port"] if state else board.settings.ssh_port
-    return {"keyfile": str(rootfs.ssh_key_path()), **({"port": port} if port else {})}
 
 
 def board_for_target_conf(name: str | None) -> "VirtualBoard | None":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.target.board import BoardTarget
 from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 from lisa_ext.vboard.devicetree import SOCS
 from lisa_ext.workbench import workbench_path
@@ -116,7 +117,7 @@ def _up(args: argparse.Namespace) -> int:
     board = VirtualBoard() if args.method == "kexec" else _board(args)
     if args.kernel is None:
         variant = args.variant or workbench_path(*DEFAULT_VARIANTS[board.arch])
-        provenance = deploy_variant(board, variant, method=args.method)
+        provenance = deploy_variant(BoardTarget(board), variant, method=args.method)
         print(json.dumps(provenance, indent=2, default=str))
         return 0
     if args.method != "boot":

@@ -48,14 +48,14 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from lisa_ext.errors import UserError
-from lisa_ext.hostkeys import VBOARD_ALIAS
+from lisa_ext.ssh import VBOARD_ALIAS
+from lisa_ext.staged_modules import MODULES_LOAD_FILE, find_release_dir
 from lisa_ext.workbench import cache_root
 
 __all__ = [
     "ARCHES",
     "ARM64_ROOTFS_PACKAGES",
     "ROOTFS_PACKAGES",
-    "MODULES_LOAD_FILE",
     "Rootfs",
     "cache_root",
     "vboard_cache_dir",
@@ -69,7 +69,6 @@ __all__ = [
     "make_modules_disk",
     "make_empty_disk",
     "make_scratch_disk",
-    "find_release_dir",
 ]
 
 log = logging.getLogger(__name__)
@@ -110,9 +109,6 @@ ARM64_ROOTFS_PACKAGES: tuple[str, ...] = (
 
 #: The boards' architectures (kernel ARCH names) and their Debian ones.
 ARCHES = {"x86_64": "amd64", "arm64": "arm64"}
-
-#: File inside ``lib/modules/<release>/`` listing the modules init loads, one per line.
-MODULES_LOAD_FILE = "lisa-ext.load"
 
 #: Free space left in the image for traces and workload files, on top of the system.
 _IMAGE_HEADROOM = 768 * 1024 * 1024
@@ -197,7 +193,7 @@ def host_key_path() -> Path:
 
 
 def known_hosts_pin_path() -> Path:
-    """known_hosts pinning the board's host key under :data:`lisa_ext.hostkeys.VBOARD_ALIAS`."""
+    """known_hosts pinning the board's host key under :data:`lisa_ext.ssh.VBOARD_ALIAS`."""
     return vboard_cache_dir() / "ssh" / "known_hosts"
 
 
@@ -440,20 +436,6 @@ def make_overlay(base: Path, dest: Path) -> Path:
     _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(base.resolve()), str(dest)],
          what="qemu-img create")
     return dest
-
-
-def find_release_dir(modules_dir: Path, release: str) -> Path:
-    """Locate ``<release>/`` in a staged modules tree, whichever level it is given at."""
-    modules_dir = Path(modules_dir)
-    for candidate in (
-        modules_dir / "lib" / "modules" / release,
-        modules_dir / "modules" / release,
-        modules_dir / release,
-        modules_dir,
-    ):
-        if candidate.name == release and candidate.is_dir():
-            return candidate
-    raise UserError(f"{modules_dir}: no lib/modules/{release} directory in the staged modules")
 
 
 def _link_or_copy(src: str, dst: str) -> None:

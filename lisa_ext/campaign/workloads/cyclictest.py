@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from lisa_ext.schema import Field, Number, positive
+from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
@@ -71,14 +71,15 @@ class Cyclictest(Workload):
     KIND = "cyclictest"
     TOOLS = ("cyclictest",)
     SCHEMA = {
-        "duration-s": Field((int,), "seconds to run (-D)", True, positive),
-        "threads": Field((int,), "measurement threads (-t, default 1)", check=positive),
-        "interval-us": Field((int,), "wake-up period of the first thread (-i, default 1000)", check=positive),
-        "priority": Field((int,), "SCHED_FIFO priority (-p; default: SCHED_OTHER)",
-                          check=lambda v: None if 1 <= v <= 99 else "must be 1-99"),
-        "histogram-us": Field((int,), "histogram range in us (-h, default 1000)", check=positive),
+        "duration-s": Field((int,), "seconds to run (-D)", True, bounds=DURATION_S),
+        "threads": Field((int,), "measurement threads (-t, default 1)", bounds=THREADS),
+        "interval-us": Field((int,), "wake-up period of the first thread (-i, default 1000)",
+                             bounds=(1, 10_000_000)),
+        "priority": Field((int,), "SCHED_FIFO priority (-p; default: SCHED_OTHER)", bounds=(1, 99)),
+        "histogram-us": Field((int,), "histogram range in us (-h, default 1000)", bounds=(1, 1_000_000)),
         "affinity": Field((bool,), "pin thread N to CPU N (-a)"),
-        "timeout-s": Field(Number, "kill cyclictest after this many seconds (default: 2 x duration + 60)"),
+        "timeout-s": Field(Number, "kill cyclictest after this many seconds (default: 2 x duration + 60)",
+                           bounds=TIMEOUT_S),
     }
 
     def command(self) -> str:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from lisa_ext.campaign import remote
-from lisa_ext.schema import Field, positive
+from lisa_ext.schema import Field
 from lisa_ext.campaign.workloads.base import RunContext, WorkloadError
 
 __all__ = ["CRYPT_FLAGS", "CRYPT_SCHEMA", "CryptDevice", "WORKQUEUE_ATTRS"]
@@ -35,6 +35,8 @@ __all__ = ["CRYPT_FLAGS", "CRYPT_SCHEMA", "CryptDevice", "WORKQUEUE_ATTRS"]
 CRYPT_FLAGS = ("same_cpu_crypt", "submit_from_crypt_cpus", "no_read_workqueue", "no_write_workqueue")
 #: writable attributes of an unbound workqueue in sysfs (kernel/workqueue.c, wq_sysfs_unbound_attrs)
 WORKQUEUE_ATTRS = ("affinity_scope", "affinity_strict", "cpumask", "max_active", "nice")
+#: a block device path: it is a word of dmsetup's table, inside the target shell's double quotes
+_DEVICE = re.compile(r"/dev/[A-Za-z0-9_.:/-]{1,200}")
 
 
 def _check_flags(value: list) -> str | None:
@@ -53,12 +55,14 @@ def _check_workqueue(value: dict) -> str | None:
 CRYPT_SCHEMA = {
     "backing": Field((str,), "'loop' (a sparse file on the target) or a scratch block device, e.g. /dev/vdb "
                      "(its data is destroyed)", True,
-                     lambda v: None if v == "loop" or v.startswith("/dev/") else "must be loop or a /dev/ path"),
+                     lambda v: None if v == "loop" or (_DEVICE.fullmatch(v) and ".." not in v.split("/"))
+                     else "must be loop or a /dev/ path of letters, digits, '_', '.', '-', ':' and '/'"),
     "size-mb": Field((int,), "size of the loop file in MiB (default 512; loop only)",
-                     check=positive),
+                     bounds=(1, 1 << 20)),
     "cipher": Field((str,), "dm-crypt cipher spec (default aes-xts-plain64)",
-                    check=lambda v: None if re.match(r"^[a-z0-9_()-]+$", v) else "not a cipher spec"),
+                    check=lambda v: None if re.fullmatch(r"[a-z0-9_()-]{1,64}", v) else "not a cipher spec"),
     "key-bytes": Field((int,), "random key length in bytes (default 64: AES-256 in XTS mode)",
+                       bounds=(16, 64),
                        check=lambda v: None if v in (16, 24, 32, 48, 64) else "must be 16, 24, 32, 48 or 64"),
     "flags": Field((list,), f"dm-crypt optional parameters, any of: {', '.join(CRYPT_FLAGS)}",
                    check=_check_flags),

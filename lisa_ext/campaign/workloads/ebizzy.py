@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from lisa_ext.schema import Field, Number, positive
+from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
@@ -111,27 +111,23 @@ def calibrate_sleep(target, util_pct: float, cpu: int | None = None,
             "busy_records_per_s": rate, "util_pct": round(got, 2), "target_util_pct": util_pct}
 
 
-def _nonneg_int(v) -> str | None:
-    return None if isinstance(v, int) and v >= 0 else "must be an integer >= 0"
-
-
 class Ebizzy(Workload):
     KIND = "ebizzy"
     TOOLS = ("ebizzy", "taskset")
     SCHEMA = {
-        "duration-s": Field((int,), "seconds to run (-S)", True,
-                            positive),
-        "threads": Field((int,), "worker threads (-t, default 1)",
-                         check=positive),
-        "cpu": Field((int,), "pin ebizzy to this CPU with taskset", check=_nonneg_int),
-        "sleep-after-records": Field((int,), "sleep after every N records (-a; 0 = never)", check=_nonneg_int),
+        "duration-s": Field((int,), "seconds to run (-S)", True, bounds=DURATION_S),
+        "threads": Field((int,), "worker threads (-t, default 1)", bounds=THREADS),
+        "cpu": Field((int,), "pin ebizzy to this CPU with taskset", bounds=(0, THREADS[1] - 1)),
+        "sleep-after-records": Field((int,), "sleep after every N records (-a; 0 = never)",
+                                     bounds=(0, 1_000_000_000)),
         "sleep-us": Field((int,), "sleep length in microseconds (-i, default 1000; with target-util-pct "
-                          f"the calibrated sleep, default {CALIBRATION_SLEEP_US})", check=positive),
+                          f"the calibrated sleep, default {CALIBRATION_SLEEP_US})", bounds=(1, 60_000_000)),
         "chunk-size": Field((int,), "bytes per memory chunk (-s, default 512 KiB): smaller chunks make "
-                            "shorter records, finer sleep-after steps on a slow target", check=positive),
+                            "shorter records, finer sleep-after steps on a slow target", bounds=(1, 1 << 30)),
         "target-util-pct": Field(Number, "calibrate -a/-i on the target for this utilisation per thread",
-                                 check=lambda v: None if 0 < v < 100 else "must be in (0, 100)"),
-        "timeout-s": Field(Number, "kill ebizzy after this many seconds (default: 2 x duration + 60)"),
+                                 bounds=(0.1, 99.9)),
+        "timeout-s": Field(Number, "kill ebizzy after this many seconds (default: 2 x duration + 60)",
+                           bounds=TIMEOUT_S),
     }
 
     @classmethod

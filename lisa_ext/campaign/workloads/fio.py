@@ -1,8 +1,15 @@
 """fio: block I/O jobs described by fio options, measured from fio's JSON output.
 
-Options are fio's own command-line options (``man fio``), passed through as
+Options are fio's own job options (``man fio``, "JOB PARAMETERS"), passed through as
 given, e.g. RFC 001's ``{rw: randrw, bs: 32k, ioengine: libaio, iodepth: 64,
-numjobs: 8, verify: sha512, direct: 1, size: 256M}``. lisa-ext always adds
+numjobs: 8, verify: sha512, direct: 1, size: 256M}``. They reach fio as a job file
+(``fio.job``, kept in the run directory), never as command-line options: fio matches a
+command-line option by any unambiguous prefix, so ``--serve`` or ``--exec_pre`` given
+as "job options" would start a server or run a program; a job file knows job options
+only, spelled out. The options that run programs (``exec_prerun``, ``exec_postrun``,
+``ioengine: exec``, an engine loaded from a file) are refused, and so are values a job
+file would read differently (``;`` and ``#`` start a comment, ``${VAR}`` is the
+environment's, a line break starts another option). lisa-ext always adds
 ``--group_reporting``, so with ``numjobs`` > 1 the metrics cover all jobs
 together; each job then gets its own data file (or, on dm-crypt, its own
 ``size``-long region of the device via ``offset_increment``) so that ``verify``
@@ -19,19 +26,30 @@ created before the run and removed after it, failure included.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 
 from lisa_ext.campaign import remote
-from lisa_ext.schema import Field, Number, check_mapping
+from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number, check_mapping, show
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.dmcrypt import CRYPT_SCHEMA, CryptDevice
 from lisa_ext.errors import SpecError
 
-__all__ = ["Fio", "parse_fio_json", "read_fio_json"]
+__all__ = ["Fio", "parse_fio_json", "read_fio_json", "runtime_s"]
 
 _RESERVED = ("name", "output", "output-format", "output_format", "group_reporting")
+#: job options that run a program on the target
+_EXECUTING = ("exec_prerun", "exec_postrun")
+#: a built-in engine (``fio --enghelp``); a path or ``external:`` would load a library
+_ENGINE = re.compile(r"[a-z0-9_]+(-[a-z0-9_]+)*")
+#: what a job file reads as something else than a value: a comment, the environment, a new line
+_NOT_A_VALUE = re.compile(r"[;#\x00-\x1f\x7f]|\$\{")
+#: fio time suffixes (``man fio``, "Time": seconds unless said otherwise)
+_TIME_UNITS = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "": 1.0, "s": 1.0, "sec": 1.0,
+               "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_TIME = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)(" + "|".join(sorted(_TIME_UNITS, key=len, reverse=True)) + ")")
 #: fio clat percentile key -> metric suffix
 _PERCENTILES = {"50.000000": "p50", "90.000000": "p90", "99.000000": "p99", "99.900000": "p99_9"}
 
@@ -75,10 +93,47 @@ def read_fio_json(path) -> dict:
         raise WorkloadError(f"{path}: not fio JSON output: {text.strip()[:300]!r}") from None
 
 
-def _fio_arg(key: str, value) -> str:
-    if isinstance(value, bool):
-        value = int(value)
-    return remote.quote(f"--{key}={value}")
+def runtime_s(value) -> float | None:
+    """Seconds of a fio ``runtime`` (a number of seconds, or with a unit: ``90s``, ``2m``,
+    ``500ms``), or None when it is not one."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) else None
+    m = _TIME.fullmatch(str(value).strip())
+    return float(m.group(1)) * _TIME_UNITS[m.group(2)] if m else None
+
+
+def _numjobs(value) -> int | None:
+    text = str(value).strip() if not isinstance(value, bool) else ""
+    return int(text) if re.fullmatch(r"[0-9]{1,5}", text) else None
+
+
+def _option_problem(key: str, value) -> str | None:
+    """What is wrong with one fio option of a spec, or None."""
+    if key in _RESERVED:
+        return f"set by lisa-ext itself; do not use: {', '.join(_RESERVED)}"
+    if key in _EXECUTING:
+        return "runs a program on the target; a campaign spec may not"
+    if not isinstance(value, (str, int, float)):  # booleans are ints: fio reads them as 0 and 1
+        return f"expected a string or a number, got {show(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected a finite number, got {show(value)}"
+    if isinstance(value, str) and (len(value) > 4096 or _NOT_A_VALUE.search(value)):
+        return (f"{show(value)}: a fio value may not hold ';', '#', '${{', a line break or another "
+                "control character (a job file reads them as comments, the environment or a new "
+                "option), nor be longer than 4096 characters")
+    if key == "ioengine" and (not _ENGINE.fullmatch(str(value)) or value == "exec"):
+        return (f"{show(value)} is not allowed: name one of fio's built-in engines (fio --enghelp), "
+                "not exec, a library path or external:")
+    if key == "numjobs" and not 1 <= (_numjobs(value) or 0) <= THREADS[1]:
+        return f"expected an integer from 1 to {THREADS[1]} (jobs fio runs at once), got {show(value)}"
+    if key == "runtime" and not 0 < (runtime_s(value) or 0) <= DURATION_S[1]:
+        return (f"expected a time up to {DURATION_S[1]} s (seconds, or a number with us, ms, s, "
+                f"m, h or d), got {show(value)}")
+    return None
+
+
+def _job_value(value) -> str:
+    return str(int(value) if isinstance(value, bool) else value)
 
 
 class Fio(Workload):
@@ -86,7 +141,8 @@ class Fio(Workload):
     TOOLS = ("fio",)
     SCHEMA = {
         "options": Field((dict,), "fio options as key: value, e.g. rw: randread, bs: 4k", True),
-        "timeout-s": Field(Number, "kill fio after this many seconds (default: 10 x runtime + 60)"),
+        "timeout-s": Field(Number, "kill fio after this many seconds (default: 10 x runtime + 60)",
+                           bounds=TIMEOUT_S),
         "dm-crypt": Field((dict,), "run on a throw-away dm-crypt device: {backing: loop or /dev/..., "
                           "size-mb, cipher, key-bytes, flags}"),
     }
@@ -100,12 +156,11 @@ class Fio(Workload):
     def check_options(cls, path, prefix, options):
         for key, value in options["options"].items():
             where = f"{prefix}.options.{key}"
-            if not re.match(r"^[a-z0-9_]+$", str(key)):
+            if not re.fullmatch(r"[a-z0-9_]{1,64}", str(key)):
                 raise SpecError(path, where, "not a fio option name (lower-case letters, digits, _)")
-            if key in _RESERVED:
-                raise SpecError(path, where, f"set by lisa-ext itself; do not use: {', '.join(_RESERVED)}")
-            if not isinstance(value, (str, int, float, bool)):
-                raise SpecError(path, where, f"expected a string or a number, got {value!r}")
+            problem = _option_problem(key, value)
+            if problem:
+                raise SpecError(path, where, problem)
         if "dm-crypt" in options:
             check_mapping(path, options["dm-crypt"], f"{prefix}.dm-crypt", CRYPT_SCHEMA)
             for key in ("filename", "directory"):
@@ -113,10 +168,11 @@ class Fio(Workload):
                     raise SpecError(path, f"{prefix}.options.{key}",
                                     "not allowed with dm-crypt (fio runs on the dm-crypt device)")
 
-    def _job_args(self, ctx: RunContext) -> str:
+    def job_file(self, ctx: RunContext) -> str:
+        """The fio job file of one run: the spec's options, plus where the data goes."""
         opts = dict(self.options["options"])
         device = getattr(self, "_device", None)
-        several = int(str(opts.get("numjobs", 1))) > 1
+        several = (_numjobs(opts.get("numjobs", 1)) or 1) > 1
         if device is not None:
             opts["filename"] = device.path
             if several and "size" in opts and "offset_increment" not in opts:
@@ -128,8 +184,11 @@ class Fio(Workload):
                 opts["directory"] = ctx.target.path.dirname(self._default_file(ctx.target))
             else:
                 opts["filename"] = self._default_file(ctx.target)
-        args = [_fio_arg("name", self.name)] + [_fio_arg(k, v) for k, v in opts.items()]
-        return " ".join(args)
+        for key in ("filename", "directory"):
+            if _NOT_A_VALUE.search(str(opts.get(key, ""))):  # the target's working directory
+                raise WorkloadError(f"fio {key} {opts[key]!r}: a job file would read part of it as a "
+                                    "comment, the environment or another option")
+        return "".join([f"[{self.name}]\n"] + [f"{k}={_job_value(v)}\n" for k, v in opts.items()])
 
     def _default_file(self, target) -> str:
         return target.path.join(target.working_directory, "lisa-ext-fio", f"{self.name}.data")
@@ -137,9 +196,7 @@ class Fio(Workload):
     def _timeout(self) -> float:
         if "timeout-s" in self.options:
             return float(self.options["timeout-s"])
-        runtime = str(self.options["options"].get("runtime", "60"))
-        m = re.match(r"^(\d+(?:\.\d+)?)", runtime)
-        return 10 * float(m.group(1) if m else 60) + 60
+        return 10 * (runtime_s(self.options["options"].get("runtime", 60)) or 60) + 60
 
     def prepare(self, ctx: RunContext) -> None:
         target = ctx.target
@@ -149,9 +206,12 @@ class Fio(Workload):
             self._device.create(ctx)
         elif "filename" not in self.options["options"] and "directory" not in self.options["options"]:
             target.execute(f"mkdir -p {remote.quote(target.path.dirname(self._default_file(target)))}")
+        job = ctx.local_dir / "fio.job"
+        job.write_text(self.job_file(ctx))
+        target.push(str(job), target.path.join(ctx.remote_dir, "fio.job"))
         # lay the data file out now, so that no run traces the layout
         # in the run directory: fio leaves files in its working directory (verify state)
-        out = target.execute(f"cd {remote.quote(ctx.remote_dir)} && fio --create_only=1 {self._job_args(ctx)} 2>&1; "
+        out = target.execute(f"cd {remote.quote(ctx.remote_dir)} && fio --create_only=1 fio.job 2>&1; "
                              "echo \"rc=$?\"",
                              check_exit_code=False, timeout=600)
         output, _, status = out.rstrip().rpartition("\n")
@@ -161,8 +221,8 @@ class Fio(Workload):
     def run(self, ctx: RunContext) -> list[Metric]:
         target = ctx.target
         d = remote.quote(ctx.remote_dir)
-        command = (f"cd {d} && fio --output-format=json --output=fio.json --group_reporting "
-                   f"{self._job_args(ctx)} >fio.stdout 2>fio.stderr")
+        command = (f"cd {d} && fio --output-format=json --output=fio.json --group_reporting fio.job "
+                   ">fio.stdout 2>fio.stderr")
         bg = remote.start(target, command, on_pid=ctx.on_pid)
         rc = remote.wait(target, bg, self._timeout(), "fio")
         for name in ("fio.json", "fio.stdout", "fio.stderr"):
@@ -183,7 +243,8 @@ class Fio(Workload):
 
 
 def _tail(text: str, lines: int = 3) -> str:
-    """fio's own error lines ("fio: ...", "...err=..."), else the last lines of its output."""
+    """fio's own error lines ("fio: ...", "...err=...", "Bad option <...>"), else the last lines
+    of its output."""
     all_lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    errors = [line for line in all_lines if line.startswith("fio:") or "err=" in line]
+    errors = [line for line in all_lines if line.startswith(("fio:", "Bad option")) or "err=" in line]
     return " | ".join((errors or all_lines)[-lines:]) or "(no output)"

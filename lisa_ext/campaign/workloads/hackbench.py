@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from lisa_ext.schema import Field, Number, positive
+from lisa_ext.schema import TIMEOUT_S, Field, Number
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
@@ -30,13 +30,13 @@ class Hackbench(Workload):
     KIND = "hackbench"
     TOOLS = ("hackbench",)
     SCHEMA = {
-        "groups": Field((int,), "groups of 20 senders + 20 receivers (-g, default 10)", check=positive),
-        "loops": Field((int,), "messages each sender sends (-l, default 100)", check=positive),
-        "datasize": Field((int,), "bytes per message (-s, default 100)", check=positive),
+        "groups": Field((int,), "groups of 20 senders + 20 receivers (-g, default 10)", bounds=(1, 1_000)),
+        "loops": Field((int,), "messages each sender sends (-l, default 100)", bounds=(1, 100_000_000)),
+        "datasize": Field((int,), "bytes per message (-s, default 100)", bounds=(1, 1 << 20)),
         "mode": Field((str,), "process or thread (default process)",
                       check=lambda v: None if v in ("process", "thread") else "must be process or thread"),
         "pipe": Field((bool,), "use pipes instead of socketpairs (-p)"),
-        "timeout-s": Field(Number, "kill hackbench after this many seconds (default 300)"),
+        "timeout-s": Field(Number, "kill hackbench after this many seconds (default 300)", bounds=TIMEOUT_S),
     }
 
     def command(self) -> str:

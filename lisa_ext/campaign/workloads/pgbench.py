@@ -27,12 +27,13 @@ limit schedule lag.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import time
 
 from lisa_ext.campaign import remote
-from lisa_ext.schema import Field, Number, positive
+from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged, tail
@@ -41,6 +42,16 @@ from lisa_ext.errors import UserError
 __all__ = ["Pgbench", "parse_pgbench", "postgres_bindir"]
 
 _PORT = 5432
+#: a unix socket's path holds 107 bytes, the server adds "/.s.PGSQL.5432"; a comma would
+#: make PostgreSQL's unix_socket_directories a list
+_SOCKET_DIR = re.compile(r"/[A-Za-z0-9_./-]{0,79}")
+#: server settings that run a shell command, load a shared library or relocate the server's files
+#: (PostgreSQL's "Write Ahead Log: Archiving / Recovery", "Shared Library Preloading", "File Locations")
+_EXECUTING_SETTINGS = ("archive_command", "archive_library", "restore_command", "archive_cleanup_command",
+                       "recovery_end_command", "ssl_passphrase_command", "shared_preload_libraries",
+                       "local_preload_libraries", "session_preload_libraries", "dynamic_library_path",
+                       "jit_provider", "data_directory", "config_file", "hba_file", "ident_file",
+                       "external_pid_file")
 #: pgbench report line -> metric name, unit, lower_is_better
 _LINES = (
     (r"^number of transactions actually processed: (\d+)", "transactions", "count", False),
@@ -83,10 +94,13 @@ def postgres_bindir(target) -> str:
 
 def _check_settings(value: dict) -> str | None:
     for key, v in value.items():
-        if not re.match(r"^[a-z_.]+$", str(key)) or not isinstance(v, (str, int, float)) or isinstance(v, bool):
-            return f"{key!r}: expected a PostgreSQL setting name with a string or number value"
+        if (not re.fullmatch(r"[a-z_.]{1,64}", str(key)) or not isinstance(v, (str, int, float))
+                or isinstance(v, bool) or (isinstance(v, float) and not math.isfinite(v))):
+            return f"{key!r}: expected a PostgreSQL setting name with a string or finite number value"
         if key in ("listen_addresses", "port", "unix_socket_directories"):
             return f"{key} is set by lisa-ext itself (private socket, no TCP)"
+        if key in _EXECUTING_SETTINGS:
+            return f"{key} runs a command, loads a library or moves the server's files; a campaign spec may not set it"
     return None
 
 
@@ -94,27 +108,32 @@ class Pgbench(Workload):
     KIND = "pgbench"
     TOOLS = ("pgbench", "runuser")
     SCHEMA = {
-        "duration-s": Field((int,), "seconds the benchmark runs (-T)", True, positive),
-        "clients": Field((int,), "concurrent client sessions (-c, default 1)", check=positive),
-        "threads": Field((int,), "pgbench worker threads (-j, default 1)", check=positive),
-        "scale": Field((int,), "scale factor of pgbench -i (default 1, 100000 rows per unit)",
-                       check=positive),
+        "duration-s": Field((int,), "seconds the benchmark runs (-T)", True, bounds=DURATION_S),
+        "clients": Field((int,), "concurrent client sessions (-c, default 1)", bounds=(1, 10_000)),
+        "threads": Field((int,), "pgbench worker threads (-j, default 1)", bounds=THREADS),
+        "scale": Field((int,), "scale factor of pgbench -i (default 1, 100000 rows or 15 MB per unit)",
+                       bounds=(1, 10_000)),
         "select-only": Field((bool,), "built-in select-only script (-S)"),
         "no-vacuum": Field((bool,), "skip vacuuming before the run (-n)"),
-        "rate": Field(Number, "target transactions per second over all clients (-R)", check=positive),
+        "rate": Field(Number, "target transactions per second over all clients (-R)",
+                      bounds=(0.01, 10_000_000)),
         "latency-limit-ms": Field(Number, "count transactions above this latency as late (-L)",
-                                  check=positive),
+                                  bounds=(0.01, 3_600_000)),
         "server-settings": Field((dict,), "postgres settings passed as -c key=value",
                                  check=_check_settings),
-        "socket-dir": Field((str,), "directory for the server's unix socket "
-                            "(default: a private one in the scratch directory)"),
+        "socket-dir": Field((str,), "absolute path of the directory for the server's unix socket "
+                            "(default: a private one in the scratch directory)",
+                            check=lambda v: None if _SOCKET_DIR.fullmatch(v) else
+                            "expected an absolute path of letters, digits, '_', '.', '-' and '/', "
+                            "at most 80 characters (a unix socket path is short)"),
         "user": Field((str,), "unprivileged user running the server and pgbench (default postgres)",
-                      check=lambda v: None if re.match(r"^[a-z_][a-z0-9_-]*$", v) else "not a user name"),
-        "timeout-s": Field(Number, "kill pgbench after this many seconds (default: 3 x duration + 120)"),
+                      check=lambda v: None if re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", v) else "not a user name"),
+        "timeout-s": Field(Number, "kill pgbench after this many seconds (default: 3 x duration + 120)",
+                           bounds=TIMEOUT_S),
     }
 
     def _as_user(self, command: str) -> str:
-        return f"runuser -u {self.options.get('user', 'postgres')} -- {command}"
+        return f"runuser -u {remote.quote(self.options.get('user', 'postgres'))} -- {command}"
 
     def pgbench_args(self) -> str:
         o = self.options
@@ -143,7 +162,7 @@ class Pgbench(Workload):
         sock = self.options.get("socket-dir", f"{scratch}/sock")
         self._socket = sock
         q = remote.quote
-        target.execute(f"mkdir -p {q(sock)} && chown {user} {q(scratch)} {q(sock)}", as_root=True)
+        target.execute(f"mkdir -p {q(sock)} && chown {q(user)} {q(scratch)} {q(sock)}", as_root=True)
         self._initdb(ctx, bindir, user, scratch)
         settings = dict(self.options.get("server-settings", {}))
         settings.update({"listen_addresses": "", "unix_socket_directories": sock, "port": _PORT})

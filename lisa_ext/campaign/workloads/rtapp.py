@@ -28,37 +28,36 @@ from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError
-from lisa_ext.schema import Field, Number, check_mapping, positive
+from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number, check_mapping, in_bounds
 
 __all__ = ["RtApp", "parse_rtapp_log", "LOG_COLUMNS"]
 
 #: columns of rt-app's per-task log file (rt-app doc/tutorial.txt, "log_size")
 LOG_COLUMNS = ("idx", "perf", "run", "period", "start", "end", "rel_st", "slack",
                "c_duration", "c_period", "wu_lat")
-_TASK_NAME = re.compile(r"^[A-Za-z0-9_]{1,7}$")
+_TASK_NAME = re.compile(r"^[A-Za-z0-9_]{1,7}\Z")
 #: sched_setattr(2) policies rt-app accepts for periodic tasks
 _POLICIES = ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO", "SCHED_RR")
 _RT_POLICIES = ("SCHED_FIFO", "SCHED_RR")
 
 _TASK_SCHEMA = {
-    "duty-cycle-pct": Field(Number, "share of each period spent running, 0-100", True,
-                            lambda v: None if 0 < v <= 100 else "must be in (0, 100]"),
-    "period-ms": Field(Number, "activation period in milliseconds", True,
-                       positive),
+    "duty-cycle-pct": Field(Number, "share of each period spent running", True, bounds=(0.01, 100)),
+    "period-ms": Field(Number, "activation period in milliseconds", True, bounds=(0.01, 60_000)),
     "cpus": Field((list,), "CPUs the task may run on (default: all)",
-                  check=lambda v: None if v and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
-                                                    for c in v) else "must be a list of CPU numbers"),
+                  check=lambda v: None if v and all(isinstance(c, int) and in_bounds(c, 0, THREADS[1] - 1)
+                                                    for c in v)
+                  else f"must be a list of CPU numbers (0 to {THREADS[1] - 1})"),
     "policy": Field((str,), "scheduling policy: " + ", ".join(_POLICIES) + " (default SCHED_OTHER)",
                     check=lambda v: None if v in _POLICIES else f"{v!r} is not one of: {', '.join(_POLICIES)}"),
     "priority": Field((int,), "nice value for SCHED_OTHER/SCHED_BATCH/SCHED_IDLE (-20..19), "
-                      "real-time priority for SCHED_FIFO/SCHED_RR (1..99)"),
+                      "real-time priority for SCHED_FIFO/SCHED_RR (1..99)", bounds=(-20, 99)),
 }
 
 
 def _check_calibration(value) -> str | None:
-    if isinstance(value, int) and value > 0:
-        return None
-    if isinstance(value, str) and (value == "auto" or re.match(r"^CPU\d+$", value)):
+    if isinstance(value, int):
+        return None  # a number of ns: Field.bounds
+    if isinstance(value, str) and (value == "auto" or re.fullmatch(r"CPU[0-9]{1,4}", value)):
         return None
     return f"{value!r} is not allowed: use auto, CPU<n> or a positive integer (ns per loop)"
 
@@ -127,12 +126,13 @@ class RtApp(Workload):
     TOOLS = ()  # LISA installs its own rt-app binary on the target
     SCHEMA = {
         "tasks": Field((dict,), "task name (1-7 letters/digits/_) -> {duty-cycle-pct, period-ms}", True,
-                       lambda v: None if v else "needs at least one task"),
+                       lambda v: None if 0 < len(v) <= THREADS[1] else f"needs 1 to {THREADS[1]} tasks"),
         "duration-s": Field(Number, "how long every task runs, in seconds", True,
-                            positive),
+                            bounds=(0.1, DURATION_S[1])),
         "calibration": Field((str, int), "auto (measured once per campaign), CPU<n> or ns per loop",
-                             check=_check_calibration),
-        "timeout-s": Field(Number, "kill rt-app after this many seconds (default: 5 x duration + 60)"),
+                             check=_check_calibration, bounds=(1, 1_000_000)),
+        "timeout-s": Field(Number, "kill rt-app after this many seconds (default: 5 x duration + 60)",
+                           bounds=TIMEOUT_S),
     }
 
     @classmethod

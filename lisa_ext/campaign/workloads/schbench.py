@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from lisa_ext.schema import Field, Number
+from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number
 from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
@@ -94,25 +94,22 @@ def parse_schbench(text: str, json_data: dict | None = None) -> list[Metric]:
     return metrics
 
 
-def _positive_int(v) -> str | None:
-    return None if isinstance(v, int) and v > 0 else "must be a positive integer"
-
-
 class Schbench(Workload):
     KIND = "schbench"
     TOOLS = ("schbench",)
     SCHEMA = {
-        "runtime-s": Field((int,), "seconds to run (-r)", True, _positive_int),
-        "message-threads": Field((int,), "message threads (-m, default 1)", check=_positive_int),
+        "runtime-s": Field((int,), "seconds to run (-r)", True, bounds=DURATION_S),
+        "message-threads": Field((int,), "message threads (-m, default 1)", bounds=THREADS),
         "threads": Field((int,), "worker threads per message thread (-t, default: number of CPUs)",
-                         check=_positive_int),
-        "rps": Field((int,), "requests per second mode (-R)", check=_positive_int),
+                         bounds=THREADS),
+        "rps": Field((int,), "requests per second mode (-R)", bounds=(1, 10_000_000)),
         "warmup-s": Field((int,), "seconds of warm-up before the stats are reset (-w)",
-                          check=lambda v: None if v >= 0 else "must be >= 0"),
+                          bounds=(0, DURATION_S[1])),
         "operations": Field((int,), "think-time operations per request (-n, default 5)",
-                            check=lambda v: None if v >= 0 else "must be >= 0"),
-        "cache-footprint-kb": Field((int,), "cache footprint in KiB (-F, default 256)", check=_positive_int),
-        "timeout-s": Field(Number, "kill schbench after this many seconds (default: 3 x runtime + 60)"),
+                            bounds=(0, 1_000_000)),
+        "cache-footprint-kb": Field((int,), "cache footprint in KiB (-F, default 256)", bounds=(1, 1 << 20)),
+        "timeout-s": Field(Number, "kill schbench after this many seconds (default: 3 x runtime + 60)",
+                           bounds=TIMEOUT_S),
     }
     _FLAGS = {"runtime-s": "-r", "message-threads": "-m", "threads": "-t", "rps": "-R",
               "warmup-s": "-w", "operations": "-n", "cache-footprint-kb": "-F"}

@@ -11,13 +11,15 @@ units and ``lower_is_better``).
 UNTESTED HERE: this machine has no Android phone and ``wlauto`` is not a
 dependency of lisa-ext (``pip install wlauto`` to use this kind; it brings its
 own devlib pin, so a separate virtualenv with ``wa`` on PATH is the safer
-choice - set ``wa-command``). No genuine WA result directory was available to
+choice - set ``wa-command`` to that virtualenv's ``bin/wa``). ``wa-command`` names the
+``wa`` program only, never a command line: a campaign spec comes from colleagues, and
+WA runs on the host. No genuine WA result directory was available to
 test the conversion against, so there is no parser test either.
 """
 
 from __future__ import annotations
 
-import shlex
+import re
 import shutil
 import subprocess
 
@@ -27,7 +29,7 @@ from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import tail
 from lisa_ext.errors import UserError
-from lisa_ext.schema import Field, Number
+from lisa_ext.schema import TIMEOUT_S, Field, Number
 
 __all__ = ["Wa", "wa_agenda", "wa_metrics"]
 
@@ -65,12 +67,17 @@ class Wa(Workload):
         "workload": Field((str,), "WA workload name, e.g. geekbench, pcmark", True),
         "params": Field((dict,), "the WA workload's parameters, e.g. {version: 5.4.1}"),
         "device-config": Field((dict,), "WA device_config (default: {device: <the target's adb serial>})"),
-        "wa-command": Field((str,), "command running WA on the host (default: wa)"),
-        "timeout-s": Field(Number, "kill WA after this many seconds (default 1800)"),
+        "wa-command": Field((str,), "the WA program on the host: wa on PATH (default) or an absolute "
+                            "path ending in /wa, e.g. a virtualenv's bin/wa",
+                            check=lambda v: None if re.fullmatch(r"wa|/[A-Za-z0-9_./+-]*/wa", v)
+                            and ".." not in v.split("/") else
+                            "expected wa or an absolute path ending in /wa (no arguments: the spec "
+                            "names WA, not a command line)"),
+        "timeout-s": Field(Number, "kill WA after this many seconds (default 1800)", bounds=TIMEOUT_S),
     }
 
     def _wa(self) -> list[str]:
-        return shlex.split(self.options.get("wa-command", "wa"))
+        return [self.options.get("wa-command", "wa")]
 
     def setup_campaign(self, target, state: dict) -> None:
         if shutil.which(self._wa()[0]) is None:

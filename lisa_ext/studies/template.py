@@ -1,0 +1,307 @@
+"""Your own study: what ``lisa-ext study new NAME`` writes, and the page its notebook shows.
+
+:func:`write_study` writes ``notebooks/NAME.yml`` (a campaign spec: variants from a runtime
+knob's values, or from kernel variant specs it writes under ``kernels/NAME/``; workloads; a
+``smoke:`` size), and ``notebooks/NAME.ipynb``, a thin notebook over :class:`StudyPage`:
+the study's status, its cover-letter table (:mod:`lisa_ext.report.cover`), a mechanism figure
+(the wake-up latency of the workload's own tasks, :mod:`lisa_ext.analysis.tasks`) and the
+trace explorer. Before any run the page shows the committed sample campaign
+(:data:`SAMPLE`), saying so in its first lines; ``lisa-ext study new`` renders it at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store import read_campaign
+from lisa_ext.errors import UserError
+from lisa_ext.report.build import campaign_metrics
+from lisa_ext.report.cover import CoverLetterTable
+from lisa_ext.report.figures import export, latency_cdf_figure
+from lisa_ext.report.readable import readable_table
+from lisa_ext.stats.cover import cover_table
+from lisa_ext.studies.runs import per_run_analysis
+from lisa_ext.workbench import output_dir, workbench_path
+
+__all__ = ["HEADLINE_METRICS", "SAMPLE", "StudyPage", "WORKLOAD_TEMPLATES", "notebook", "spec_text",
+           "write_study"]
+
+#: the committed campaign a new study's page shows before its own first run
+SAMPLE = "data/samples/wq-affinity-board"
+#: the spec's trace events: scheduler, idle and frequency, and what the task selectors need
+TRACE_EVENTS = ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup",
+                "sched:sched_process_fork", "sched:sched_process_exec", "task:task_newtask",
+                "power:cpu_idle", "power:cpu_frequency")
+#: workload kind -> (full-size options, smoke options), for the spec a new study starts from
+WORKLOAD_TEMPLATES: dict[str, tuple[dict, dict]] = {
+    "schbench": ({"runtime-s": 10, "message-threads": 2, "threads": 2}, {"runtime-s": 3}),
+    "hackbench": ({"groups": 2, "loops": 500, "mode": "thread"}, {"loops": 100}),
+    "rtapp": ({"duration-s": 10, "tasks": {"bursty": {"duty-cycle-pct": 25, "period-ms": 16}}},
+              {"duration-s": 3}),
+    "fio": ({"options": {"rw": "randread", "bs": "4k", "ioengine": "psync", "direct": 1, "size": "32M",
+                         "runtime": 10, "time_based": 1}},
+            {"options": {"rw": "randread", "bs": "4k", "ioengine": "psync", "direct": 1, "size": "32M",
+                         "runtime": 3, "time_based": 1}}),
+}
+#: workload kind -> {metric: label}: what a cover letter quotes of it
+HEADLINE_METRICS: dict[str, dict[str, str]] = {
+    "schbench": {"wakeup_lat_p99": "schbench p99 wake-up latency", "request_lat_p99": "schbench p99 request latency",
+                 "rps_avg": "schbench requests/s"},
+    "hackbench": {"time": "hackbench time"},
+    "fio": {"read_iops": "fio read IOPS"},
+    "pgbench": {"tps": "pgbench transactions/s", "latency_avg": "pgbench mean latency"},
+}
+#: the program each workload kind executes, for the ``exec:`` task selector
+_PROGRAMS = {"schbench": "schbench", "hackbench": "hackbench", "rtapp": "rt-app", "fio": "fio",
+             "ebizzy": "ebizzy", "cyclictest": "cyclictest", "pgbench": "pgbench"}
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
+
+
+def _variant_name(value: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-") or "variant"
+
+
+def spec_text(name: str, *, knob: str | None, values: Sequence[str], kernels: Sequence[str],
+              workloads: Sequence[str], target: str) -> str:
+    """The campaign spec of a new study (YAML, commented for the one who edits it next)."""
+    lines = [f"# {name}: a study written by `lisa-ext study new {name}`; every key: docs/campaigns.md,",
+             "# the walk-through: docs/your-own-study.md. Check it offline with",
+             f"# `lisa-ext campaign check notebooks/{name}.yml`.",
+             f"name: {name}",
+             f'description: "{name}: TODO one line, what the change should improve"',
+             f"target: {target}",
+             "iterations: 5",
+             "# interleave the variants (A B A B ...) so that slow drift falls on both",
+             "order: interleave" if not kernels else "# a kernel switch is a reboot: each variant's runs together\norder: group-by-variant",
+             "trace:",
+             "  # the scheduler's and the idle/frequency governors' decisions, and what the task",
+             "  # selectors (exec:NAME, tree:PID) need to find the workload's own tasks",
+             "  events:"]
+    lines += [f"    - {event}" for event in TRACE_EVENTS]
+    lines += ["  buffer-size-kb: 16384",
+              "  # traces are large: the first iteration of each cell is enough for the mechanism",
+              "  iterations: [0]",
+              "variants:"]
+    if kernels:
+        for kernel in kernels:
+            lines += [f"  - name: {kernel}", f"    kernel: ../kernels/{name}/{kernel}.yml"]
+    else:
+        for value in values:
+            lines += [f"  - name: {_variant_name(value)}", "    knobs:", f"      {knob}: {json.dumps(value)}"]
+    lines.append("workloads:")
+    smoke = []
+    for kind in workloads:
+        full, small = WORKLOAD_TEMPLATES[kind]
+        body = json.dumps(full)[1:-1]
+        lines += [f"  - {{name: {kind}, kind: {kind}, {body}}}"]
+        smoke.append(f"    {kind}: {json.dumps(small)}")
+    lines += ["# --smoke: the shortest runs that fill every cell of the page (two iterations: an sd)",
+              "smoke:", "  iterations: 2", "  workloads:", *smoke]
+    return "\n".join(lines) + "\n"
+
+
+def _kernel_text(name: str, kernel: str, first: bool) -> str:
+    patches = ("patches: []" if first else
+               "patches:\n  # TODO: your patch series, in order (paths relative to this file)\n"
+               "  # - ../patches/0001-my-change.patch\n  []")
+    return (f"# {name}: the {'baseline' if first else 'patched'} kernel of the study (docs/kernels.md). "
+            "Variants differing only\n# by cmdline, knobs or modules share one build: lisa-ext kernel status "
+            f"notebooks/{name}.yml\nname: {kernel}\ndescription: TODO\nbase: debian\n{patches}\n"
+            "configs:\n  - ../configs/vboard.config\nmodules:\n  - name: lisa_emu_cpuidle\n"
+            "    params: {table: rk3399}\n  - name: lisa_emu_cpufreq\n    params: {opps: rk3399-little}\n")
+
+
+def _cell(kind: str, source: str, tags: Sequence[str] = ()) -> dict:
+    cell: dict[str, Any] = {"cell_type": kind, "metadata": {"tags": list(tags)} if tags else {},
+                            "source": source}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def notebook(name: str, *, baseline: str, metrics: Mapping[str, str], tasks: str | None,
+             variants: Sequence[str], workloads: Sequence[str]) -> dict:
+    """The notebook of a new study (nbformat 4 as a plain dict): narrative to fill in, and calls."""
+    settings = ("# The study's settings: the variant the others are compared with, the metrics the cover\n"
+                "# letter quotes (metric: label; `lisa-ext report data/NAME` lists them all) and the tasks\n"
+                "# whose wake-ups the mechanism figure shows (comm:REGEX, pid:N, tgid:N, tree:N, exec:NAME).\n"
+                f"BASELINE = {baseline!r}\nMETRICS = {json.dumps(dict(metrics), indent=4)}\nTASKS = {tasks!r}")
+    cells = [
+        _cell("markdown", f"# {name}: TODO the question this study answers\n\n"
+                          "**The change:** TODO what it does, in the kernel's terms (function, knob, patch).\n\n"
+                          f"**Here:** variants {', '.join(f'`{v}`' for v in variants)}; workloads "
+                          f"{', '.join(f'`{w}`' for w in workloads)}; spec `notebooks/{name}.yml`."),
+        _cell("code", f'campaign_dir = "data/{name}"\nreport_dir = "out/{name}-report"\nsmoke = False',
+              tags=["parameters"]),
+        _cell("code", settings + "\n\nfrom IPython.display import Markdown, display\n\n"
+                                 "from lisa_ext import study\nfrom lisa_ext.studies import template\n\n"
+                                 "page = template.StudyPage(campaign_dir, smoke=smoke, baseline=BASELINE, "
+                                 "metrics=METRICS, tasks=TASKS)\ndisplay(Markdown(page.banner()))"),
+        _cell("markdown", "## What ran\n\nRuns per variant and workload, the knobs read back after writing "
+                          "them and the kernel each ran."),
+        _cell("code", "page.status()"),
+        _cell("markdown", "## The cover-letter table\n\nEach variant against the baseline: mean ± sd, the "
+                          "% change with its confidence interval, the test and n. Paste `.markdown()` or "
+                          "`.text()` (mmtests style) into the letter."),
+        _cell("code", "table = page.cover_table()\ntable"),
+        _cell("markdown", "## The mechanism: wake-up latency of the workload's own tasks\n\n"
+                          "TODO: say what the change does to wake-ups and what the figure should show. The "
+                          "tasks are the ones `TASKS` selects (`lisa_ext.analysis.tasks`), all traced runs "
+                          "pooled per variant."),
+        _cell("code", "study.show_figure(page.wakeup_latency_figure(report_dir))"),
+        _cell("markdown", "## What is real on the platform and what is not\n\nTODO (the virtual board: "
+                          "the kernel's decisions are real, its timings are QEMU's; docs/vboard.md)."),
+        _cell("markdown", "## Explore a run\n\nThe first traced run as linked, zoomable plots: per-CPU "
+                          "frequency, idle states, the running task and wake-ups."),
+        _cell("code", "study.explore_run(page.campaign, report_dir, findings=[])"),
+    ]
+    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python (lisa-ext)", "language": "python",
+                                                          "name": "lisa-ext"},
+                                         "language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def _notebook_json(nb: dict) -> str:
+    # nbformat 4.5 wants cell ids: stable ones, so a rewritten notebook diffs cleanly
+    for i, cell in enumerate(nb["cells"]):
+        cell["id"] = f"cell-{i}"
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def write_study(name: str, *, knob: str | None = None, values: Sequence[str] = (), kernel: bool = False,
+                workloads: Sequence[str] = ("schbench", "hackbench"), target: str = "../target-configs/vboard.yml",
+                root: Path | None = None) -> list[Path]:
+    """Write a new study's spec, kernel variant specs (``kernel``) and notebook under ``root``
+    (default: the workbench); nothing is overwritten. Returns the files written."""
+    if not _NAME.match(name):
+        raise UserError(f"study name {name!r}: expected lower-case letters, digits and dashes, "
+                        "starting with a letter (it names files and a campaign)")
+    unknown = [w for w in workloads if w not in WORKLOAD_TEMPLATES]
+    if unknown:
+        raise UserError(f"--workload-kind {', '.join(unknown)}: a new study starts from "
+                        f"{', '.join(WORKLOAD_TEMPLATES)} (add others to the spec afterwards: docs/workloads.md)")
+    if kernel == bool(knob):
+        raise UserError("a new study compares either kernel variants (--kernel) or values of one runtime "
+                        "knob (--knob PATH --values A,B)")
+    if knob and len(values) < 2:
+        raise UserError("--values: at least two values of the knob, the first one the baseline")
+    root = Path(root) if root is not None else workbench_path()
+    spec_path = root / "notebooks" / f"{name}.yml"
+    nb_path = spec_path.with_suffix(".ipynb")
+    kernels = ["baseline", "patched"] if kernel else []
+    kernel_paths = [root / "kernels" / name / f"{k}.yml" for k in kernels]
+    existing = [p for p in (spec_path, nb_path, *kernel_paths) if p.exists()]
+    if existing:
+        raise UserError(f"{existing[0]} exists: study {name!r} is already there (lisa-ext study list)")
+    variants = kernels or [_variant_name(v) for v in values]
+    if len(set(variants)) != len(variants):
+        raise UserError(f"--values {', '.join(values)}: two values give the same variant name")
+    metrics = {m: label for w in workloads for m, label in HEADLINE_METRICS.get(w, {}).items()}
+    written = []
+    for i, path in enumerate(kernel_paths):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_kernel_text(name, kernels[i], i == 0), encoding="utf-8")
+        written.append(path)
+    spec_path.parent.mkdir(parents=True, exist_ok=True)
+    spec_path.write_text(spec_text(name, knob=knob, values=values, kernels=kernels, workloads=workloads,
+                                   target=target), encoding="utf-8")
+    written.append(spec_path)
+    try:
+        load_spec(spec_path)
+    except UserError:
+        for path in written:
+            path.unlink()
+        raise
+    nb_path.write_text(_notebook_json(notebook(name, baseline=variants[0], metrics=metrics,
+                                               tasks=f"exec:{_PROGRAMS[workloads[0]]}", variants=variants,
+                                               workloads=workloads)), encoding="utf-8")
+    written.append(nb_path)
+    return written
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+def _has_runs(campaign_dir: Path) -> bool:
+    return (campaign_dir / "runs").is_dir() and any((campaign_dir / "runs").iterdir())
+
+
+class StudyPage:
+    """What a new study's notebook shows, for its campaign or, before its first run, for the
+    committed sample campaign (:data:`SAMPLE`), which :meth:`banner` then says."""
+
+    def __init__(self, campaign_dir: str | os.PathLike, *, smoke: bool = False, baseline: str | None = None,
+                 metrics: Mapping[str, str] | None = None, tasks: str | None = None):
+        wanted = Path(campaign_dir)
+        wanted = wanted if wanted.is_absolute() else output_dir() / wanted
+        self.sample = not _has_runs(wanted)
+        self.campaign = workbench_path(*SAMPLE.split("/")) if self.sample else wanted
+        self.wanted, self.smoke = wanted, smoke
+        variants = list(dict.fromkeys(r.variant for r in read_campaign(self.campaign).runs))
+        self.baseline = baseline if baseline in variants and not self.sample else variants[0]
+        self._metrics = campaign_metrics(self.campaign, traces=False)
+        present = set(self._metrics["metric"])
+        chosen = {m: label for m, label in (metrics or {}).items() if m in present}
+        if not chosen:  # the sample's own, or every metric when none is known
+            known = {m: label for labels in HEADLINE_METRICS.values() for m, label in labels.items()}
+            chosen = {m: label for m, label in known.items() if m in present} or {m: m for m in sorted(present)}
+        self.metrics = chosen
+        # the sample ran fio on dm-crypt and traced no sched_process_exec: its tasks by name
+        self.tasks = tasks if not self.sample else "comm:^fio$"
+
+    def banner(self) -> str:
+        """The page's first lines: whose runs these are and what their numbers are good for."""
+        if self.sample:
+            return (f"**Sample data:** `{self.wanted}` has no runs yet, so this page shows the committed sample "
+                    f"campaign `{SAMPLE}` (its variants, workloads and metrics, not yours): the numbers check "
+                    "the pipeline, they are not results. Run the study: `lisa-ext study run NAME --smoke`, then "
+                    "without `--smoke`.".replace("NAME", self.wanted.name.removesuffix("-smoke")))
+        runs = read_campaign(self.campaign).runs
+        text = f"Campaign `{self.campaign}`: {sum(r.ok for r in runs)} of {len(runs)} runs ok."
+        if self.smoke:
+            text = ("**Smoke run:** the shortest campaign that fills every cell (`--smoke`): the numbers check "
+                    "the pipeline, they are not results. " + text)
+        return text
+
+    def status(self):
+        """Runs per (variant, workload): finished, failed, traced; the knobs read back; the kernel."""
+        rows = []
+        for run in read_campaign(self.campaign).runs:
+            knobs = ", ".join(f"{Path(p).name} = {k.get('read_back')}" for p, k in run.meta.knobs.items())
+            rows.append({"Variant": run.variant, "Workload": run.workload, "ok": run.ok, "failed": not run.ok,
+                         "traced": run.trace is not None, "Knobs read back": knobs or "–",
+                         "Kernel": run.meta.kernel_release or "–"})
+        df = pd.DataFrame(rows)
+        table = df.groupby(["Variant", "Workload"], sort=False).agg(
+            **{"Runs ok": ("ok", "sum"), "Failed": ("failed", "sum"), "Traced": ("traced", "sum"),
+               "Knobs read back": ("Knobs read back", "first"), "Kernel": ("Kernel", "first")})
+        return readable_table(table)
+
+    def cover_table(self) -> CoverLetterTable:
+        """The cover-letter table of :attr:`metrics`, every variant against :attr:`baseline`."""
+        frame = cover_table(self._metrics, self.baseline, metric_names=list(self.metrics))
+        return CoverLetterTable(frame, self.metrics)
+
+    def df_wakeup_latency(self) -> pd.DataFrame:
+        """Every wake-up latency (µs) of the selected tasks in every traced run, with ``variant``."""
+        df = per_run_analysis(self.campaign, "wakeup_latency", "df_wakeup_latencies", tasks=self.tasks)
+        return pd.DataFrame({"variant": df["variant"], "latency": df["latency"].to_numpy(float) * 1e6})
+
+    def wakeup_latency_figure(self, out_dir: str | os.PathLike) -> Path:
+        """CDF of :meth:`df_wakeup_latency` per variant, written as ``out_dir/wakeup-latency.svg``."""
+        out = Path(out_dir)
+        out = out if out.is_absolute() else output_dir() / out
+        out.mkdir(parents=True, exist_ok=True)
+        latencies = self.df_wakeup_latency()
+        if latencies.empty:
+            raise UserError(f"{self.campaign}: no wake-up of the tasks {self.tasks} in the traces")
+        latencies = latencies[np.isfinite(latencies["latency"]) & (latencies["latency"] > 0)]
+        figure = latency_cdf_figure(latencies, title=f"wake-up latency of {self.tasks}", unit="µs")
+        return export(figure, out / "wakeup-latency", formats=("svg",))[0]

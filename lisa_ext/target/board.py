@@ -1,0 +1,144 @@
+"""The virtual board as a target: an SSH Linux board whose machine is a QEMU process of ours.
+
+What it adds to :class:`~lisa_ext.target.ssh_target.SshTarget` is what only a
+board we run ourselves has: its login and pinned key come from the board of
+the current cache (``$LISA_EXT_CACHE``, ``$LISA_EXT_VBOARD_PORT``), not from
+the config file; a kernel is also put on it by restarting QEMU (``boot``,
+preferred, its modules on a second disk); a lost board is killed and booted
+again; its probe also asks QEMU's monitor, to tell a busy guest from a hung
+machine; its serial console is read for the failure reports. This module is
+the only place that knows whether a target config is the virtual board's: a
+``linux`` config named ``vboard`` or ``vboard-arm64`` (``target-configs/vboard*.yml`` or a copy).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from typing import Any
+
+from lisa_ext.errors import UserError
+from lisa_ext.ssh import Endpoint, SshClient
+from lisa_ext.target.config import TargetConfig
+from lisa_ext.target.protocol import BootImage, BusyTarget, TargetCommandError
+from lisa_ext.target.ssh_target import SshTarget
+from lisa_ext.vboard import qemu
+from lisa_ext.vboard.board import TARGET_CONF_NAMES, VirtualBoard, board_for_target_conf, default_target_conf_path
+
+__all__ = ["BoardTarget"]
+
+
+class BoardTarget(SshTarget):
+    """The virtual board of the current cache, as a :class:`~lisa_ext.target.protocol.Target`."""
+
+    kind = "vboard"
+    description = "the virtual board"
+
+    def __init__(self, board: VirtualBoard | None = None, config: TargetConfig | None = None):
+        super().__init__(config, None)
+        self.board = board or VirtualBoard()
+
+    @classmethod
+    def serves(cls, config: TargetConfig) -> bool:
+        return config.kind == "linux" and config.conf.get("name") in TARGET_CONF_NAMES
+
+    @classmethod
+    def open(cls, config: TargetConfig) -> "BoardTarget":
+        # vboard-arm64 reaches the arm64 board of this cache, whichever board is the default
+        return cls(board=board_for_target_conf(config.conf.get("name")), config=config)
+
+    @property
+    def config(self) -> TargetConfig:
+        if self._config is None:
+            self._config = TargetConfig.load(default_target_conf_path())
+        return self._config
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self.board.endpoint()
+
+    @property
+    def ssh(self) -> SshClient:
+        if not self.board.is_up():
+            raise TargetCommandError("the virtual board is not running (start it with: lisa-ext vboard up)")
+        return self.board.ssh()
+
+    def _reset_timeout(self) -> float:
+        return float(self.board.settings.boot_timeout_s)
+
+    # -- kernels ------------------------------------------------------------------
+
+    def kernel_cmdline(self, extra: str) -> str:
+        return self.board.kernel_cmdline(extra)
+
+    @property
+    def boot_methods(self) -> tuple[str, ...]:  # type: ignore[override]
+        # a running arm64 board gets its kernels as a real one does, by kexec over SSH
+        if self.board.arch == "arm64" and self.board.is_up():
+            return ("kexec", "boot")
+        return ("boot", "kexec")
+
+    def boot(self, image: BootImage, method: str) -> None:
+        if image.arch != self.board.arch:
+            raise UserError(f"the kernel was built for {image.arch}, the board is {self.board.arch} "
+                            f"(lisa-ext vboard up --arch {image.arch} boots the {image.arch} board)")
+        if method == "boot":
+            # A running board keeps its disk across the switch, as a real board's does.
+            fresh = not self.board.is_up()
+            soc_dtb = image.soc_dtbs / f"{self.board.settings.soc}.dtb" if image.soc_dtbs else None
+            self.board.up(image.kernel, modules_dir=image.modules_dir, release=image.release, load=image.load,
+                          cmdline=image.cmdline, label=image.label, fresh_rootfs=fresh, soc_dtb=soc_dtb)
+            self._reconnect(setup=fresh)
+            return
+        if method == "kexec" and not self.board.is_up():
+            raise UserError("kexec needs a running board: boot one first (lisa-ext vboard up)")
+        super().boot(image, method)
+        self.board.record_deploy(kernel=image.kernel, cmdline=self.kernel_cmdline(image.cmdline),
+                                 label=image.label, method="kexec")
+
+    def _wait_back(self, old_boot_id: str, timeout: float = 600) -> None:
+        self.board.wait_for_ssh(not_boot_id=old_boot_id)
+
+    # -- faults -------------------------------------------------------------------
+
+    def reset(self) -> bool:
+        pid = qemu.running_pid(self.board.pidfile)
+        if pid is not None:
+            # a lost board: no clean shutdown to wait for (a hung QEMU answers neither SSH nor QMP)
+            os.kill(pid, signal.SIGKILL)
+        self.board.down()
+        return False
+
+    def probe(self, timeout: float) -> tuple[str | None, bool]:
+        """Its QEMU process, an ``ssh true`` and, when SSH does not answer, QEMU's monitor (a
+        stopped or hung QEMU does not answer it; a busy guest's does)."""
+        if qemu.running_pid(self.board.pidfile) is None:
+            return "the virtual board's QEMU process is gone", True
+        try:
+            proc = self.board.ssh().run("true", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            reason = f"the virtual board did not answer over SSH within {timeout:.0f} s"
+            if self._qemu_answers(min(timeout, 5.0)):
+                return BusyTarget(reason + " (QEMU runs: a busy guest)"), False
+            return reason + " and QEMU's monitor did not answer either", False
+        except Exception as exc:  # noqa: BLE001 -- e.g. the board's state vanished with QEMU
+            return f"the virtual board cannot be reached: {exc}", False
+        if proc.returncode != 0:
+            return f"ssh to the virtual board failed: {proc.stderr.decode(errors='replace').strip()}", False
+        return None, False
+
+    def _qemu_answers(self, timeout: float) -> bool:
+        try:
+            status = qemu.qmp_execute(self.board.qmp_socket, "query-status", timeout=timeout)
+            return status.get("return", {}).get("status") == "running"
+        except Exception:  # noqa: BLE001 -- no answer, whatever the reason
+            return False
+
+    def console_tail(self, lines: int = 40) -> str | None:
+        return self.board.serial_tail(lines)
+
+    def lisa(self) -> Any:
+        if self._lisa is None and not self.board.is_up():
+            raise UserError("the virtual board is not running (start it with: lisa-ext vboard up)")
+        return super().lisa()

@@ -1,0 +1,240 @@
+"""LISA/devlib targets: the connection every kind opens, and the protocol over it for this
+machine and Android devices.
+
+:func:`connect_lisa` is how lisa-ext opens a LISA :class:`lisa.target.Target`.
+For an SSH target, devlib's connection class is replaced before it connects
+(devlib's own hook: a :class:`devlib.platform.Platform` sets ``conn_cls`` in
+``init_target_connection``, called at the start of every ``connect()``): its
+first connection, the one devlib opens per thread (the watchdog's) and every
+reconnect are :class:`PinnedSshConnection`, which checks the host key against
+the target's pin (:mod:`lisa_ext.ssh`) before authenticating. devlib's own
+check (``strict-host-check``, ``~/.ssh/known_hosts``) is never used.
+
+:class:`DevlibTarget` is the :class:`~lisa_ext.target.protocol.Target` of what
+only LISA/devlib reach: this machine (kind ``host``) and Android devices (kind
+``android``, deployed by ``fastboot``: implemented after the mkbootimg/fastboot
+documentation but **untested here**, there is no phone).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lisa_ext.compat import import_lisa
+from lisa_ext.errors import UserError
+from lisa_ext.ssh import Endpoint, Trust, open_paramiko
+from lisa_ext.target.config import TargetConfig
+from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout
+
+__all__ = ["DevlibTarget", "close_connection", "connect_lisa", "reconnect_lisa"]
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _pinned_classes() -> tuple[type, type]:
+    """devlib's SSH connection checking the pin, and the platform that installs it (built on first
+    use: importing devlib takes ~1.3 s)."""
+    import devlib.platform
+    from devlib.utils.ssh import SshConnection, _handle_paramiko_exceptions
+
+    class PinnedSshConnection(SshConnection):
+        """devlib's SSH connection, opened by :func:`lisa_ext.ssh.open_paramiko` (pinned key, RejectPolicy)."""
+
+        def __init__(self, *, trust: Trust, **settings: Any):
+            self.trust = trust
+            super().__init__(**settings)
+
+        def _make_client(self):
+            keys = self.password is None
+            with _handle_paramiko_exceptions():
+                return open_paramiko(self.trust, self.host, self.port, connect_timeout=self.timeout,
+                                     username=self.username, password=self.password,
+                                     key_filename=self.keyfile, look_for_keys=keys, allow_agent=keys)
+
+    class PinnedPlatform(devlib.platform.Platform):
+        """A plain devlib platform whose targets connect through :class:`PinnedSshConnection`."""
+
+        def __init__(self, trust: Trust):
+            super().__init__()
+            self.trust = trust
+
+        def init_target_connection(self, target) -> None:
+            target.conn_cls = functools.partial(PinnedSshConnection, trust=self.trust)
+
+    return PinnedSshConnection, PinnedPlatform
+
+
+def connect_lisa(config: TargetConfig, endpoint: Endpoint | None = None):
+    """A connected LISA :class:`lisa.target.Target` for ``config``; over SSH as ``endpoint``,
+    every connection checked against its pin."""
+    lisa_target = import_lisa("lisa.target")
+    conf = config.lisa_conf(endpoint)
+    if endpoint is None:
+        return lisa_target.Target.from_conf(conf)
+    _, pinned_platform = _pinned_classes()
+    kwargs = lisa_target.Target.conf_to_init_kwargs(conf)
+    kwargs.update(res_dir=None, plat_info=None, devlib_platform=pinned_platform(endpoint.trust))
+    lisa_target.Target.check_init_param(**kwargs)
+    return lisa_target.Target(**kwargs)
+
+
+def reconnect_lisa(lisa: Any, *, timeout: float, setup: bool) -> None:
+    """Connect ``lisa`` again after its target rebooted, retrying until ``timeout``; ``setup``
+    reinstalls LISA's tools (a fresh disk)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            lisa.connect()
+            if setup:
+                lisa.setup()
+            return
+        except UserError:
+            raise  # a refused host key: retrying cannot help
+        except Exception as exc:  # noqa: BLE001 -- devlib raises its own errors while the target boots
+            if time.monotonic() > deadline:
+                raise UserError(f"the target did not come back within {timeout:.0f} s: {exc}") from None
+            log.debug("target not back yet: %s", exc)
+            time.sleep(5)
+
+
+def close_connection(conn: Any) -> None:
+    """Make a blocked call on ``conn`` (a devlib connection) fail now.
+
+    The socket is shut down first: that wakes a ``poll()`` another thread is
+    blocked in on it, which closing the paramiko client alone does not.
+    """
+    client = getattr(conn, "client", None)  # devlib's SshConnection: a paramiko SSHClient
+    try:
+        if client is not None:
+            sock = getattr(client.get_transport(), "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            client.close()
+        elif hasattr(conn, "close"):
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 -- best effort: the connection is dead anyway
+        log.debug("closing the lost connection: %s", exc)
+
+
+def _devlib_execute(lisa: Any, command: str, *, as_root: bool, timeout: float | None,
+                   check_exit_code: bool, where: str) -> str:
+    """devlib's ``execute``, its failures as :class:`TargetCommandError`."""
+    from devlib.exception import DevlibError, TimeoutError as DevlibTimeout
+
+    try:
+        return lisa.execute(command, as_root=as_root, timeout=timeout, check_exit_code=check_exit_code)
+    except DevlibTimeout as exc:
+        raise TargetTimeout(f"on {where}, {command!r} did not finish within {timeout} s") from exc
+    except DevlibError as exc:
+        raise TargetCommandError(f"on {where}, {command!r} failed: {exc}".strip()) from exc
+
+
+class DevlibTarget:
+    """This machine or an Android device, through LISA/devlib's own connection."""
+
+    endpoint = None
+
+    def __init__(self, config: TargetConfig, lisa: Any):
+        self.config = config
+        self._lisa = lisa
+        self._main_conn = lisa.conn
+        self.kind = config.kind
+        self.serial = config.conf.get("device")
+        self.description = ("this machine" if config.kind == "host"
+                            else f"Android device {self.serial or '(default)'}")
+        self.boot_methods: tuple[str, ...] = ("fastboot",) if config.kind == "android" else ()
+
+    @classmethod
+    def serves(cls, config: TargetConfig) -> bool:
+        return config.kind in ("host", "android")
+
+    @classmethod
+    def open(cls, config: TargetConfig) -> "DevlibTarget":
+        return cls(config, connect_lisa(config))
+
+    def execute(self, command: str, *, as_root: bool = False, timeout: float | None = None,
+                check_exit_code: bool = True) -> str:
+        return _devlib_execute(self._lisa, command, as_root=as_root, timeout=timeout,
+                              check_exit_code=check_exit_code, where=self.description)
+
+    def background(self, command: str, *, as_root: bool = False):
+        return self._lisa.background(command, as_root=as_root)
+
+    def push(self, local: str | Path, remote: str) -> None:
+        self._lisa.push(str(local), remote)
+
+    def pull(self, remote: str, local: str | Path) -> None:
+        self._lisa.pull(remote, str(local))
+
+    def kernel_cmdline(self, extra: str) -> str:
+        return extra  # the boot image's own command line comes first (mkbootimg --cmdline)
+
+    def boot(self, image: BootImage, method: str) -> None:
+        if method not in self.boot_methods:
+            raise UserError(f"{self.description} cannot boot another kernel by {method}"
+                            + (f" (it boots by {', '.join(self.boot_methods)})" if self.boot_methods else ""))
+        _fastboot(image, self.serial, self.kernel_cmdline(image.cmdline))
+        self._reconnect(setup=False)
+
+    def reset(self) -> bool:
+        if self.kind == "android":
+            adb = ["adb"] + (["-s", self.serial] if self.serial else [])
+            for step in (adb + ["wait-for-device"], adb + ["reboot"], adb + ["wait-for-device"]):
+                subprocess.run(step, capture_output=True, timeout=self._reset_timeout(), check=False)
+        self._reconnect(setup=True)
+        return True
+
+    def _reset_timeout(self) -> float:
+        return float(self.config.extras.get("reset-timeout-s", 600.0))
+
+    def _reconnect(self, *, setup: bool) -> None:
+        reconnect_lisa(self._lisa, timeout=self._reset_timeout(), setup=setup)
+        self._main_conn = self._lisa.conn
+
+    def probe(self, timeout: float) -> tuple[str | None, bool]:
+        try:
+            self._lisa.execute("true", timeout=timeout)  # on this thread's own connection
+        except Exception as exc:  # noqa: BLE001 -- every devlib failure means "did not answer"
+            return f"the target did not answer ({type(exc).__name__}: {exc})".strip(), False
+        return None, False
+
+    def console_tail(self, lines: int = 40) -> str | None:
+        return None
+
+    def lisa(self) -> Any:
+        return self._lisa
+
+    def interrupt(self) -> None:
+        close_connection(self._main_conn)
+
+
+def _fastboot(image: BootImage, serial: str | None, cmdline: str) -> None:
+    """``fastboot boot`` an mkbootimg image of the arm64 kernel (RAM only). Untested here (no phone)."""
+    if not image.arm64_image or not Path(image.arm64_image).is_file():
+        raise UserError("fastboot needs the arm64 Image of the variant (build it with an aarch64 cross compiler)")
+    adb = ["adb"] + (["-s", serial] if serial else [])
+    fastboot = ["fastboot"] + (["-s", serial] if serial else [])
+    with tempfile.TemporaryDirectory(prefix="lisa-ext-fastboot-") as tmp:
+        boot_img = Path(tmp) / "boot.img"
+        cmd = ["mkbootimg", "--kernel", str(image.arm64_image), "--cmdline", cmdline, "--header_version", "2",
+               "--output", str(boot_img)]
+        if image.ramdisk:
+            cmd += ["--ramdisk", str(image.ramdisk)]
+        if image.dtb:
+            cmd += ["--dtb", str(image.dtb)]
+        for step in (cmd, adb + ["reboot", "bootloader"], fastboot + ["boot", str(boot_img)],
+                     adb + ["wait-for-device"]):
+            proc = subprocess.run(step, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                raise UserError(f"{' '.join(step)} failed: {proc.stderr.strip() or proc.stdout.strip()}")

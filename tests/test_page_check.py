@@ -1,0 +1,93 @@
+"""The page check finds what it is meant to: one page with every defect a reader tripped over on
+the study pages (a clipped frame, overlapping figure text, an axis in kHz with 7-digit ticks and
+no unit, idle states by number, a warning box, snake_case headers, a bare index, both parameter
+cells, a smoke page without its banner), and the same page fixed, which it must pass."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import page_check
+from lisa_ext.report.figures import svg_text
+
+
+def _figure(bad: bool) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(5, 4))
+    if bad:
+        top.plot([0, 1, 2], [408000, 1416000, 1416000])
+        top.set_ylabel("frequency")
+        top.set_title("restart frequency")
+        for state in (0, 1, 2):
+            bottom.bar([state], [30 + state], label=str(state))
+        bottom.set_xlabel("idle state")
+        bottom.legend()
+        # a panel's label written over another one's, as idle-gating's panel titles were
+        bottom.text(0.2, 31, "after marked tasks")
+        bottom.text(0.4, 31.5, "after the others")
+    else:
+        top.plot([0, 1, 2], [408, 1416, 1416])
+        top.set_ylabel("frequency (MHz)")
+        top.set_xlabel("time (ms)")
+        top.set_title("restart frequency")
+        for state, name in enumerate(("WFI", "cpu-sleep", "cluster-sleep")):
+            bottom.bar([name], [30 + state], label=name)
+        bottom.set_ylabel("% of idle time")
+        bottom.legend()
+        fig.tight_layout()
+    return svg_text(fig)
+
+
+def _page(bad: bool) -> str:
+    frame = (f'<div style="height:{900 if bad else 100}px">plot</div>')
+    iframe = f'<iframe srcdoc="{html.escape(frame)}" style="width:100%;height:300px;border:0"></iframe>'
+    table = pd.DataFrame({"meter_power_mw": [1.0, 2.0]} if bad else {"meter power (mW)": [1.0, 2.0]},
+                         index=pd.RangeIndex(2) if bad else pd.Index(["menu", "teo"], name="variant"))
+    out = ['<div class="jp-Cell celltag_parameters"><div class="jp-Cell-inputWrapper">campaign_dir = "data/x"</div></div>']
+    if bad:
+        out.append('<div class="jp-Cell celltag_injected-parameters"><div class="jp-Cell-inputWrapper">'
+                   'campaign_dir = "data/x-smoke"</div></div>')
+    else:
+        out.append('<div class="jp-OutputArea-output"><p><b>Smoke run:</b> the numbers check the pipeline.</p></div>')
+    out.append(f'<div class="jp-OutputArea-output">{table.to_html()}</div>')
+    out.append(f'<div class="jp-OutputArea-output">{_figure(bad)[_figure(bad).index("<svg"):]}</div>')
+    out.append(f'<div class="jp-OutputArea-output">{iframe}</div>')
+    if bad:
+        out.append('<div class="jp-OutputArea-output" data-mime-type="application/vnd.jupyter.stderr">'
+                   '<pre>RuntimeWarning: Precision loss occurred in moment calculation</pre></div>')
+    return "<html><body>" + "".join(out) + "</body></html>"
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pages")
+    found = {}
+    for bad in (True, False):
+        path = tmp / f"{'bad' if bad else 'good'}.html"
+        path.write_text(_page(bad), encoding="utf-8")
+        found[bad] = page_check.check_page(path, smoke=True)
+    return found
+
+
+def test_every_defect_is_found(checked):
+    report = checked[True].report()
+    kinds = {f["check"] for f in checked[True].findings}
+    assert kinds == {"clipped", "overlapping text", "axis without unit", "unreadable number",
+                     "idle states by number", "legend by number", "raw identifier", "bare index", "log box",
+                     "duplicated parameters", "smoke banner"}, report
+    assert "x916 px in a 1264x300 px frame" in report, report  # 900 px of content and the margins
+    assert '"after marked tasks" overlaps "after the others"' in report, report
+    assert '"1e6" in scientific notation' in report, report  # 1,416,000 kHz: matplotlib's offset
+
+
+def test_the_fixed_page_passes(checked):
+    assert checked[False].seen["svg_figures"] == 1 and checked[False].seen["iframes"] == 1
+    assert not checked[False].findings, checked[False].report()
