@@ -22,7 +22,7 @@ from lisa_ext.studies import eas, placement, teo_util
 from test_studies_smoke import LISA_EXT, NOISE, _outputs
 from vboard_helpers import REPO, require_board_capabilities
 
-pytestmark = pytest.mark.vboard
+pytestmark = [pytest.mark.vboard, pytest.mark.arm64]
 
 ARM64_CONF = REPO / "target-configs" / "vboard-arm64.yml"
 

@@ -19,7 +19,7 @@ import struct
 import pytest
 from vboard_helpers import REPO, guest, require_board_capabilities
 
-pytestmark = pytest.mark.vboard
+pytestmark = [pytest.mark.vboard, pytest.mark.arm64]
 
 EAS_BASELINE = REPO / "kernels" / "eas" / "baseline.yml"
 TEO = REPO / "kernels" / "teo-util" / "teo.yml"
