@@ -31,10 +31,11 @@ ARM64_CONF = REPO / "target-configs" / "vboard-arm64.yml"
 def board():
     require_board_capabilities(arch="arm64")
     from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
     board = VirtualBoard(BoardSettings(arch="arm64", cpus_per_cluster=(2, 2)))
-    deploy_variant(board, REPO / "kernels" / "eas" / "baseline.yml")
+    deploy_variant(BoardTarget(board), REPO / "kernels" / "eas" / "baseline.yml")
     yield board
     board.down()
 

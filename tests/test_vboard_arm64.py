@@ -40,11 +40,12 @@ def artefacts():
 @pytest.fixture(scope="module")
 def board(artefacts):
     from lisa_ext.kernel.deploy import deploy_artefacts
+    from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
     board = VirtualBoard(BoardSettings(arch="arm64", cpus_per_cluster=SHAPE))
     board.down()
-    provenance = deploy_artefacts(board, artefacts, method="boot", label="baseline")
+    provenance = deploy_artefacts(BoardTarget(board), artefacts, method="boot", label="baseline")
     assert provenance["method"] == "boot"
     yield board
     board.down()
