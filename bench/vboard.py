@@ -7,10 +7,14 @@ Prints, as medians of REPEAT rounds measured in this one run:
   method ``boot``, kernel already built);
 * a kexec switch to the patched variant and back (method ``kexec``).
 
+With ``--arch arm64``, the arm64 board (``--cpus-per-cluster``, default the SoC's: RK3399 4,2):
+the eas study's baseline booted, and a kexec to teo-util's teo (same build, another command
+line) and back.
+
 The first build of the variants and of the rootfs is not timed here (see
 bench/kernel_rebuild.py for builds). Needs root; leaves the board down.
 
-    .venv/bin/python bench/vboard.py [--repeat N] [--smoke]
+    .venv/bin/python bench/vboard.py [--repeat N] [--smoke] [--arch arm64 [--cpus-per-cluster 2,2]]
 
 ``--smoke`` (what ``make test`` runs so that the benchmark cannot rot) boots and builds
 nothing: it times the cached rootfs lookup when this cache already holds a rootfs, and
@@ -25,8 +29,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BASELINE = REPO / "kernels" / "iowait-boost" / "baseline.yml"
-PATCHED = REPO / "kernels" / "iowait-boost" / "no-iowait-boost.yml"
+#: per architecture: the variant booted, the one kexec'd into and back
+VARIANTS = {
+    "x86_64": (REPO / "kernels" / "iowait-boost" / "baseline.yml", REPO / "kernels" / "iowait-boost" / "no-iowait-boost.yml"),
+    "arm64": (REPO / "kernels" / "eas" / "baseline.yml", REPO / "kernels" / "teo-util" / "teo.yml"),
+}
 
 
 def _timed(fn) -> float:
@@ -50,6 +57,8 @@ def smoke() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--arch", choices=sorted(VARIANTS), default="x86_64")
+    parser.add_argument("--cpus-per-cluster", metavar="N,M", help="arm64: CPUs per cluster, little first")
     parser.add_argument("--smoke", action="store_true",
                         help="time the cached rootfs lookup only; boot and build nothing")
     args = parser.parse_args()
@@ -60,18 +69,21 @@ def main() -> int:
     from lisa_ext.kernel.deploy import deploy_variant
     from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard import rootfs
-    from lisa_ext.vboard.board import VirtualBoard
+    from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
-    rootfs.ensure_rootfs()
-    build_variant(BASELINE)
-    build_variant(PATCHED)
-    board = VirtualBoard()
+    BASELINE, PATCHED = VARIANTS[args.arch]
+    shape = tuple(int(n) for n in args.cpus_per_cluster.split(",")) if args.cpus_per_cluster else None
+    lookup = lambda: rootfs.ensure_rootfs(arch=args.arch)  # noqa: E731
+    lookup()
+    build_variant(BASELINE, arch=args.arch)
+    build_variant(PATCHED, arch=args.arch)
+    board = VirtualBoard(BoardSettings(arch=args.arch, cpus_per_cluster=shape))
     target = BoardTarget(board)
     board.down()
     lookups, boots, kexecs = [], [], []
     try:
         for _ in range(args.repeat):
-            lookups.append(_timed(rootfs.ensure_rootfs))
+            lookups.append(_timed(lookup))
             board.down()
             boots.append(_timed(lambda: deploy_variant(target, BASELINE, method="boot")))
             kexecs.append(_timed(lambda: deploy_variant(target, PATCHED, method="kexec")))

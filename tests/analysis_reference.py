@@ -521,3 +521,58 @@ def energy_mj(events, model: dict, window_ns=None) -> dict:
     for cpu, mj in energy.items():
         clusters[cluster_of[cpu]] += mj
     return {"cpus": energy, "clusters": dict(clusters), "total": sum(energy.values()), "window_ns": (lo_ns, hi_ns)}
+
+
+def capacity_placement(events, capacities: dict[int, int]) -> dict:
+    """Per task runtime on each capacity class, class migrations and wake-up placement.
+
+    Classes: the distinct capacities in increasing order, named little/big (two) or
+    little/mid/big (three). Runtime: a ``sched_switch`` on a CPU starts ``next_pid``'s stretch
+    there and ends the previous one; the last stretch of a CPU ends at the trace's last event.
+    A migration is a switch-in of a task on a CPU of another class than its previous switch-in.
+    Wake-ups: ``target_cpu`` of ``sched_wakeup`` and ``sched_wakeup_new``; the overutilized flag
+    at a wake-up is the last ``sched_overutilized`` event's before it (None before the first).
+    """
+    levels = sorted(set(capacities.values()))
+    names = {2: ["little", "big"], 3: ["little", "mid", "big"]}.get(len(levels), [f"cap{c}" for c in levels])
+    name_of = {cpu: names[levels.index(cap)] for cpu, cap in capacities.items()}
+    level_of = {cpu: levels.index(cap) for cpu, cap in capacities.items()}
+    runtime = defaultdict(float)      # (pid, class) -> seconds
+    running = {}                      # cpu -> (pid, ns)
+    last_cpu = {}                     # pid -> cpu of its last switch-in
+    moves = defaultdict(lambda: [0, 0, 0])  # pid -> [up, down, switch-ins]
+    wakeups = []                      # (class, overutilized)
+    overutilized = None
+    end = 0
+    for e in events:
+        end = max(end, e.ns)
+        if e.name == "sched_switch":
+            cpu = e.cpu
+            if cpu in running and running[cpu][0] != 0:
+                pid, since = running[cpu]
+                runtime[(pid, name_of[cpu])] += (e.ns - since) / 1e9
+            pid = int(e.f["next_pid"])
+            running[cpu] = (pid, e.ns)
+            if pid != 0:
+                if pid in last_cpu:
+                    step = level_of[cpu] - level_of[last_cpu[pid]]
+                    moves[pid][0] += step > 0
+                    moves[pid][1] += step < 0
+                moves[pid][2] += 1
+                last_cpu[pid] = cpu
+        elif e.name in ("sched_wakeup", "sched_wakeup_new"):
+            wakeups.append((name_of[int(e.f["target_cpu"])], overutilized))
+        elif e.name == "sched_overutilized":
+            overutilized = int(e.f["overutilized"])
+    for cpu, (pid, since) in running.items():
+        if pid != 0:
+            runtime[(pid, name_of[cpu])] += (end - since) / 1e9
+    not_ou = [c for c, ou in wakeups if ou == 0]
+    return {
+        "runtime": dict(runtime),
+        "migrations": {pid: tuple(m) for pid, m in moves.items()},
+        "wakeups": len(wakeups),
+        "little_share": sum(c == "little" for c, _ in wakeups) / len(wakeups) if wakeups else None,
+        "known_not_overutilized": len(not_ou),
+        "little_share_not_overutilized": sum(c == "little" for c in not_ou) / len(not_ou) if not_ou else None,
+    }

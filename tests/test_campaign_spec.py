@@ -164,7 +164,7 @@ def test_bad_target_config(tmp_path, body, expected):
 def test_committed_target_configs_are_valid():
     kinds = {path.name: TargetConfig.load(path).kind for path in sorted((REPO / "target-configs").glob("*.yml"))}
     assert kinds == {"android-phone.example.yml": "android", "local.yml": "host",
-                     "ssh-board.example.yml": "linux", "vboard.yml": "linux"}
+                     "ssh-board.example.yml": "linux", "vboard-arm64.yml": "linux", "vboard.yml": "linux"}
 
 
 def test_cli_bad_spec_stops_before_running(tmp_path):

@@ -148,12 +148,14 @@ def test_campaign_spec_example_is_valid(tmp_path: Path):
     assert [v.name for v in spec.variants] == ["cache", "system"]
 
 
-def test_kernel_variant_example_is_valid(tmp_path: Path):
+def test_kernel_variant_examples_are_valid(tmp_path: Path):
     blocks = _yaml_blocks(ROOT / "docs" / "kernels.md")
-    assert len(blocks) == 1
+    assert len(blocks) == 2
     for shared in ("patches", "configs"):
         (tmp_path / shared).symlink_to(ROOT / "kernels" / shared)
     spec_path = tmp_path / "study" / "example.yml"
     spec_path.parent.mkdir()
     spec_path.write_text(blocks[0])
     assert load_variant_spec(spec_path).name == "no-iowait-boost"
+    spec_path.write_text(blocks[1])
+    assert load_variant_spec(spec_path, arch="arm64").configs[0].name == "vboard-arm64.config"

@@ -57,7 +57,7 @@ def _config(path: Path) -> dict[str, str]:
 
 def test_baseline_artefacts_are_complete(baseline):
     art = baseline
-    for p in (art.bzimage, art.config, art.system_map, art.build_log):
+    for p in (art.image, art.config, art.system_map, art.build_log):
         assert p.is_file() and p.stat().st_size > 0, p
     assert re.fullmatch(r"6\.12\.\d+-lx[0-9a-f]{8}", art.release)
     assert art.release.endswith(art.hash[:8])
@@ -80,7 +80,7 @@ def test_build_id_matches_the_image(baseline, tmp_path):
     src = next(Path(baseline.directory).parents[1].glob("trees/*/src"))
     vmlinux = tmp_path / "vmlinux"
     with open(vmlinux, "wb") as fh:
-        subprocess.run([str(src / "scripts/extract-vmlinux"), str(baseline.bzimage)], stdout=fh, check=True)
+        subprocess.run([str(src / "scripts/extract-vmlinux"), str(baseline.image)], stdout=fh, check=True)
     notes = subprocess.run(["readelf", "-n", str(vmlinux)], capture_output=True, text=True, check=True).stdout
     assert re.search(r"Build ID:\s*([0-9a-f]+)", notes).group(1) == baseline.build_id
 
@@ -105,7 +105,7 @@ def test_second_build_is_a_cache_hit(baseline):
     r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "build", str(BASELINE)],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert f"bzImage        {baseline.bzimage}" in r.stdout
+    assert f"bzImage        {baseline.image} (x86_64)" in r.stdout
     assert f"uname -v       {baseline.version_string}" in r.stdout
     assert "variant baseline: cached" in r.stdout
 

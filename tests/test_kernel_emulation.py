@@ -70,7 +70,7 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
     r = subprocess.run(
         ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", BoardSettings().cpu,
          "-smp", "4,sockets=2,cores=2",
-         "-m", "512", "-nographic", "-no-reboot", "-kernel", str(art.bzimage), "-initrd", str(initrd),
+         "-m", "512", "-nographic", "-no-reboot", "-kernel", str(art.image), "-initrd", str(initrd),
          "-append", f"console=ttyS0 rdinit=/init panic=-1 loglevel=7 tsc=reliable {cmdline}"],
         capture_output=True, text=True, timeout=600,
     )

@@ -103,7 +103,11 @@ knobs:
         ("name: v\nconfigs: [frag.config]\nbase: {debian: linux-image}\n", "base.debian (line 3)", "Debian package"),
         ("name: v\nconfigs: [frag.config]\nknobs:\n  /etc/passwd: 1\n", "knobs./etc/passwd (line 4)", "/sys/"),
         ("name: v\nconfigs: [frag.config]\nmodules:\n  - {name: m, params: {a: 'x y'}}\n", "modules[0] (line 4).params.a", "spaces"),
-        ("name: v\nconfigs: [frag.config]\narm64: maybe\n", "arm64 (line 3)", "true or false"),
+        ("name: v\nconfigs: [frag.config]\narm64: maybe\n", "arm64 (line 3)", "expected a mapping"),
+        ("name: v\nconfigs: [frag.config]\narch: riscv\n", "arch (line 3)", "expected one of x86_64, arm64"),
+        ("name: v\nconfigs: [frag.config]\narch: arm64\narm64: {}\n", "arm64 (line 4)", "for arm64 already"),
+        ("name: v\nconfigs: [frag.config]\narm64: {base: debian}\n", "arm64.base (line 3)", "cannot be replaced"),
+        ("name: v\nconfigs: [frag.config]\narm64: {configs: [nope.config]}\n", "arm64.configs[0] (line 3)", "not found"),
         ("name: v\nconfigs: [frag.config\n", "line 3", "not valid YAML"),
     ],
 )
@@ -133,3 +137,27 @@ def test_cli_check_reports_ok_and_errors(tmp_path):
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2
     assert f"{bad}: patches[0] (line 3): file 'missing.patch' not found" in r.stderr
+
+
+def test_arch_sections_resolve_per_architecture():
+    teo = KERNELS / "teo-util/teo.yml"
+    x86, arm64 = load_spec(teo), load_spec(teo, arch="arm64")
+    assert (x86.arch, arm64.arch) == ("x86_64", "arm64") and x86.arches == ("x86_64", "arm64")
+    # the same patches and cmdline on both boards; the board's config and emulation modules differ
+    assert x86.patches == arm64.patches and x86.cmdline == arm64.cmdline
+    assert [c.name for c in arm64.configs] == ["vboard-arm64.config"]
+    assert [m.name for m in arm64.modules] == ["lisa_emu_cpuidle", "lisa_emu_cpufreq", "lisa_sched_tp"]
+    assert dict(x86.modules[0].params) == {"table": "hi3660-little"}
+    # the three teo-util variants still share one build on arm64
+    assert len({(load_spec(p, arch="arm64").patches, load_spec(p, arch="arm64").configs)
+                for p in KERNELS.glob("teo-util/*.yml")}) == 1
+    eas = load_spec(KERNELS / "eas/baseline.yml")
+    assert eas.arch == "arm64" and eas.arches == ("arm64",)
+    with pytest.raises(SpecError, match=r"baseline.yml: x86_64: the variant is for arm64"):
+        load_spec(KERNELS / "eas/baseline.yml", arch="x86_64")
+
+
+def test_the_arm64_studies_share_one_kernel_build():
+    eas = load_spec(KERNELS / "eas/baseline.yml")
+    teo = load_spec(KERNELS / "teo-util/teo.yml", arch="arm64")
+    assert (eas.patches, eas.configs) == (teo.patches, teo.configs)

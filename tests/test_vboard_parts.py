@@ -55,6 +55,28 @@ def test_qemu_starts_daemonised_and_stops_over_qmp(tmp_path):
     assert qemu.terminate(machine.pidfile, machine.qmp_socket) is False
 
 
+def test_arm64_qemu_command_boots_the_board_device_tree(tmp_path):
+    machine = _machine(tmp_path, arch="arm64", sockets=1, cores_per_socket=6, cpu="cortex-a72",
+                       dtb=tmp_path / "board.dtb")
+    cmd = qemu.qemu_command(machine)
+    assert cmd[0] == "qemu-system-aarch64"
+    assert cmd[cmd.index("-machine") + 1] == "virt,gic-version=3" and cmd[cmd.index("-smp") + 1] == "6"
+    assert cmd[cmd.index("-dtb") + 1] == str(tmp_path / "board.dtb")
+    assert "virtio-rng-pci" in cmd and "restrict=on" in cmd[cmd.index("-netdev") + 1]
+    with pytest.raises(UserError, match="boots with a device tree"):
+        qemu.qemu_command(_machine(tmp_path, arch="arm64"))
+
+
+def test_arm64_settings():
+    assert BoardSettings(arch="arm64", sockets=1).qemu_cpu == "cortex-a72"
+    with pytest.raises(UserError, match="no SoC 'exynos'"):
+        BoardSettings(arch="arm64", soc="exynos")
+    with pytest.raises(UserError, match=r"CPUs per cluster \[2, 0\]"):
+        BoardSettings(arch="arm64", cpus_per_cluster=(2, 0))
+    with pytest.raises(UserError, match="no virtual board for architecture 'riscv'"):
+        BoardSettings(arch="riscv")
+
+
 def test_settings_refuse_a_single_llc():
     with pytest.raises(UserError, match="2 sockets"):
         BoardSettings(sockets=1)

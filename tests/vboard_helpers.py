@@ -12,10 +12,11 @@ BASELINE = REPO / "kernels" / "iowait-boost" / "baseline.yml"
 PATCHED = REPO / "kernels" / "iowait-boost" / "no-iowait-boost.yml"
 
 
-def require_board_capabilities():
+def require_board_capabilities(arch: str = "x86_64"):
     """Skip with a reason where the board cannot run; never in CI, which must run it."""
-    missing = [tool for tool in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4")
-               if shutil.which(tool) is None]
+    tools = ("qemu-system-x86_64",) if arch == "x86_64" else ("qemu-system-aarch64", "aarch64-linux-gnu-gcc",
+                                                             "dtc", "dpkg-deb")
+    missing = [tool for tool in (*tools, "qemu-img", "debootstrap", "mkfs.ext4") if shutil.which(tool) is None]
     problem = None
     if os.geteuid() != 0:
         problem = "needs root (debootstrap)"

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * lisa-ext platform emulation: a cpufreq driver exposing a real SoC's OPP
- * table on an x86 guest (QEMU TCG) that has no frequency scaling.
+ * table on a guest (QEMU TCG, x86_64 or arm64) that has no frequency scaling.
  *
  * The OPP frequencies and the transition latency are copied from the SoC's
- * device tree.
+ * device tree: on x86 from the tables below, on the arm64 board from the
+ * guest's own device tree (opps=dt), where lisa_ext.vboard.devicetree put
+ * each cluster's operating-points-v2 table and dynamic-power-coefficient from
+ * the SoC's .dtsi. It is cpufreq-dt without a clock or a regulator.
  *
  * Speed, paid (timing=faithful, the default): a CPU at OPP f gets f / f_max
  * of the work done per unit of time it gets at f_max. Every stretch of useful
@@ -79,7 +82,13 @@
  * The readings are the kernel's real residencies priced by the SoC's
  * published model, not a measurement of anything.
  *
- * Frequency invariance: the guest's CPUs have no APERF/MPERF, so nothing scales
+ * Frequency invariance on arm64: the cpufreq core scales arch_freq_scale at
+ * every OPP change (arch_set_freq_scale()), for this driver as for any other
+ * with ->target_index/->fast_switch, and the CPU capacities from the device
+ * tree's capacity-dmips-mhz are normalised by each policy's top OPP when the
+ * policy is created (drivers/base/arch_topology.c): nothing to do here.
+ *
+ * Frequency invariance on x86: the guest's CPUs have no APERF/MPERF, so nothing scales
  * PELT utilisation by frequency. With the board-support patch
  * (kernels/patches/board/0001-x86-aperfmperf-...) this driver feeds the
  * scheduler's arch_freq_scale with cur/max of its policy at every change, as
@@ -89,15 +98,21 @@
  * current OPP, as on any platform without invariance.
  *
  * Parameters:
- *   opps=rk3399-little[,rk3399-big]  OPP table per package: package k of the
- *                                    guest (-smp sockets=N) gets the k-th
+ *   opps=rk3399-little[,rk3399-big]  OPP table per domain: domain k of the
+ *                                    guest (x86: -smp sockets=N; arm64: the
+ *                                    device tree's clusters) gets the k-th
  *                                    table, the last one repeats
  *   tables: rk3399-little, rk3399-big (rk3399.dtsi), hi3660-little
  *           (hi3660.dtsi Cortex-A53 cluster)
- *   domain=package|cpu  CPUs sharing a policy (default: package, like a
+ *   opps=dt             each CPU's operating-points-v2 table, its
+ *                       dynamic-power-coefficient and the idle powers in
+ *                       lisa-ext,idle-power-uw from the device tree (the
+ *                       default on arm64)
+ *   domain=package|cpu  CPUs sharing a policy (default: package, i.e. a
+ *                       socket on x86 and a cluster on arm64, like a
  *                       cluster sharing a clock)
- *   invariance=1|0      provide frequency invariance (default 1; needs the
- *                       board-support patch)
+ *   invariance=1|0      x86: provide frequency invariance (default 1; needs
+ *                       the board-support patch)
  *   timing=faithful|decisions  pay the speed of each OPP or not (writable at
  *                       run time in /sys/module/lisa_emu_cpufreq/parameters/)
  */
@@ -113,6 +128,7 @@
 #include <linux/math64.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/of.h>
 #include <linux/platform_device.h>
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
@@ -207,9 +223,13 @@ static const struct emu_opp_table emu_opp_tables[] = {
 
 #define EMU_MAX_TABLES 4
 
+#ifdef CONFIG_ARM64
+static char *opps = "dt";
+#else
 static char *opps = "rk3399-little";
+#endif
 module_param(opps, charp, 0444);
-MODULE_PARM_DESC(opps, "comma-separated OPP tables, one per package");
+MODULE_PARM_DESC(opps, "comma-separated OPP tables, one per domain, or dt (the device tree's)");
 
 static char *domain = "package";
 module_param(domain, charp, 0444);
@@ -224,6 +244,10 @@ EMU_TIMING_PARAM("each OPP's speed");
 static const struct emu_opp_table *emu_tables[EMU_MAX_TABLES];
 static int emu_table_count;
 static bool emu_per_cpu;
+/* opps=dt: each CPU's table, built from its device-tree node (emu_tables_from_dt()). */
+static bool emu_from_dt;
+static DEFINE_PER_CPU(struct emu_opp_table *, emu_dt_tables);
+#ifdef CONFIG_X86
 /*
  * From the board-support patch (kernels/patches/board/0001-x86-aperfmperf-*):
  * weak, so that the module also loads, without invariance, on a kernel
@@ -231,6 +255,7 @@ static bool emu_per_cpu;
  */
 extern bool arch_enable_cpufreq_freq_invariance(void) __weak;
 extern void arch_disable_cpufreq_freq_invariance(void) __weak;
+#endif
 
 /* This driver owns arch_freq_scale (arch_enable_cpufreq_freq_invariance()). */
 static bool emu_owns_freq_scale;
@@ -264,6 +289,10 @@ static int emu_parse_params(void)
 		return -EINVAL;
 	}
 
+	if (!strcmp(opps, "dt")) {
+		emu_from_dt = true;
+		return 0;
+	}
 	while (*p) {
 		size_t len = strcspn(p, ",");
 		const struct emu_opp_table *t = emu_find_table(p, len);
@@ -280,12 +309,185 @@ static int emu_parse_params(void)
 	return emu_table_count ? 0 : -EINVAL;
 }
 
+/*
+ * The frequency domain a CPU belongs to: a socket of the x86 board, a cluster
+ * of the arm64 board's device tree (cpu-map; each cluster has its own OPP table).
+ */
+static int emu_domain_of(unsigned int cpu)
+{
+	if (emu_per_cpu)
+		return cpu;
+#ifdef CONFIG_ARM64
+	return topology_cluster_id(cpu);
+#else
+	return topology_logical_package_id(cpu);
+#endif
+}
+
 static const struct emu_opp_table *emu_table_for(unsigned int cpu)
 {
-	int k = emu_per_cpu ? cpu : topology_logical_package_id(cpu);
-
-	return emu_tables[min(k, emu_table_count - 1)];
+	if (emu_from_dt)
+		return per_cpu(emu_dt_tables, cpu);
+	return emu_tables[min(emu_domain_of(cpu), emu_table_count - 1)];
 }
+
+/* ---- Tables from the device tree (opps=dt) ---- */
+
+#ifdef CONFIG_OF
+static void emu_free_dt_table(struct emu_opp_table *t)
+{
+	int i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->idle_count; i++)
+		kfree(t->idle[i].name);
+	kfree(t->idle);
+	kfree(t->khz);
+	kfree(t->mv);
+	kfree(t->name);
+	kfree(t);
+}
+
+/*
+ * One CPU's table: the OPPs of its operating-points-v2 node (opp-hz, the first
+ * opp-microvolt value, the largest clock-latency-ns), its
+ * dynamic-power-coefficient, and idle powers named after the states
+ * cpuidle-psci registers: "WFI", then the cpu-idle-states nodes in order.
+ */
+static struct emu_opp_table *emu_dt_table(struct device_node *cpu_np, struct device_node *opp_np)
+{
+	struct emu_opp_table *t = kzalloc(sizeof(*t), GFP_KERNEL);
+	struct device_node *opp;
+	unsigned int *khz, *mv, n = 0, latency = 0;
+	struct emu_idle_power *idle;
+	u32 coef = 0, uw;
+	int i, states;
+
+	if (!t)
+		return NULL;
+	t->name = kasprintf(GFP_KERNEL, "%pOFn", opp_np);
+	n = of_get_available_child_count(opp_np);
+	khz = kcalloc(n, sizeof(*khz), GFP_KERNEL);
+	mv = kcalloc(n, sizeof(*mv), GFP_KERNEL);
+	states = of_count_phandle_with_args(cpu_np, "cpu-idle-states", NULL);
+	states = max(states, 0) + 1;
+	idle = kcalloc(states, sizeof(*idle), GFP_KERNEL);
+	t->khz = khz;
+	t->mv = mv;
+	t->idle = idle;
+	if (!t->name || !khz || !mv || !idle)
+		goto fail;
+	n = 0;
+	for_each_available_child_of_node(opp_np, opp) {
+		u64 hz;
+		u32 uv, lat;
+
+		if (of_property_read_u64(opp, "opp-hz", &hz) || of_property_read_u32(opp, "opp-microvolt", &uv))
+			continue;
+		if (!of_property_read_u32(opp, "clock-latency-ns", &lat))
+			latency = max(latency, lat);
+		/* the core wants ascending frequencies; the device tree lists them so */
+		khz[n] = div_u64(hz, 1000);
+		mv[n] = uv / 1000;
+		n++;
+	}
+	of_property_read_u32(cpu_np, "dynamic-power-coefficient", &coef);
+	if (!n || !coef) {
+		pr_err("lisa_emu_cpufreq: %pOF: no OPPs or no dynamic-power-coefficient\n", cpu_np);
+		goto fail;
+	}
+	t->count = n;
+	t->transition_latency_ns = latency;
+	t->dynamic_power_coefficient = coef;
+	for (i = 0; i < states; i++) {
+		struct device_node *st;
+		char *name;
+
+		/* a state without a power is left out: priced as busy, like any the table does not name */
+		if (of_property_read_u32_index(cpu_np, "lisa-ext,idle-power-uw", i, &uw))
+			continue;
+		st = i ? of_parse_phandle(cpu_np, "cpu-idle-states", i - 1) : NULL;
+		if (i && !st)
+			break;
+		name = i ? kasprintf(GFP_KERNEL, "%pOFn", st) : kstrdup("WFI", GFP_KERNEL);
+		of_node_put(st);
+		if (!name)
+			goto fail;
+		idle[t->idle_count].name = name;
+		idle[t->idle_count].uw = uw;
+		t->idle_count++;
+	}
+	return t;
+fail:
+	emu_free_dt_table(t);
+	return NULL;
+}
+
+static void emu_free_dt_tables(void)
+{
+	struct emu_opp_table *t;
+	int cpu, other;
+
+	for_each_possible_cpu(cpu) {
+		t = per_cpu(emu_dt_tables, cpu);
+		if (!t)
+			continue;
+		for_each_possible_cpu(other)
+			if (per_cpu(emu_dt_tables, other) == t)
+				per_cpu(emu_dt_tables, other) = NULL;
+		emu_free_dt_table(t);
+	}
+}
+
+/* CPUs naming the same OPP table share one emu_opp_table. */
+static int emu_tables_from_dt(void)
+{
+	int cpu, other;
+
+	for_each_possible_cpu(cpu) {
+		struct device_node *cpu_np = of_get_cpu_node(cpu, NULL);
+		struct device_node *opp_np = cpu_np ? of_parse_phandle(cpu_np, "operating-points-v2", 0) : NULL;
+		struct emu_opp_table *t = NULL;
+
+		if (!opp_np) {
+			pr_err("lisa_emu_cpufreq: CPU%d: no operating-points-v2 in the device tree\n", cpu);
+			of_node_put(cpu_np);
+			emu_free_dt_tables();
+			return -ENODEV;
+		}
+		for_each_possible_cpu(other) {
+			struct device_node *np = other < cpu ? of_get_cpu_node(other, NULL) : NULL;
+			struct device_node *o = np ? of_parse_phandle(np, "operating-points-v2", 0) : NULL;
+
+			if (o == opp_np)
+				t = per_cpu(emu_dt_tables, other);
+			of_node_put(o);
+			of_node_put(np);
+			if (t)
+				break;
+		}
+		if (!t)
+			t = emu_dt_table(cpu_np, opp_np);
+		of_node_put(opp_np);
+		of_node_put(cpu_np);
+		if (!t) {
+			emu_free_dt_tables();
+			return -EINVAL;
+		}
+		per_cpu(emu_dt_tables, cpu) = t;
+	}
+	return 0;
+}
+#else
+static int emu_tables_from_dt(void)
+{
+	pr_err("lisa_emu_cpufreq: opps=dt needs a kernel with device-tree support\n");
+	return -EINVAL;
+}
+
+static void emu_free_dt_tables(void) { }
+#endif
 
 /* Busy power of one CPU at OPP @i, as dev_pm_opp_calc_power() computes it. */
 static unsigned long emu_opp_uw(const struct emu_opp_table *t, int i)
@@ -798,8 +1000,7 @@ static void emu_meter_init_cpus(void)
 		for (c = 0; c < emu_channel_count; c++) {
 			int first = emu_channel_first_cpu[c];
 
-			if (emu_per_cpu ? first == cpu :
-			    topology_logical_package_id(first) == topology_logical_package_id(cpu))
+			if (emu_domain_of(first) == emu_domain_of(cpu))
 				break;
 		}
 		if (c == emu_channel_count) {
@@ -875,6 +1076,7 @@ static void emu_set_opp(struct cpufreq_policy *policy, unsigned int khz)
 		emu_speed_set(cpu, khz, ep->max_khz);
 	}
 #if defined(CONFIG_X86_64) && defined(CONFIG_SMP)
+	/* arm64: the cpufreq core sets arch_freq_scale after ->fast_switch / ->target_index */
 	if (emu_owns_freq_scale) {
 		unsigned long scale = div_u64((u64)khz << SCHED_CAPACITY_SHIFT, ep->max_khz);
 
@@ -902,10 +1104,10 @@ static int emu_cpufreq_init(struct cpufreq_policy *policy)
 	ep->max_khz = t->khz[t->count - 1];
 	ep->cur_khz = ep->max_khz;
 
-	if (emu_per_cpu)
-		cpumask_copy(policy->cpus, cpumask_of(policy->cpu));
-	else
-		cpumask_copy(policy->cpus, topology_core_cpumask(policy->cpu));
+	cpumask_clear(policy->cpus);
+	for_each_possible_cpu(i)
+		if (emu_domain_of(i) == emu_domain_of(policy->cpu))
+			cpumask_set_cpu(i, policy->cpus);
 
 	policy->driver_data = ep;
 	policy->freq_table = ep->table;
@@ -966,18 +1168,22 @@ static struct cpufreq_driver emu_cpufreq_driver = {
  */
 static void emu_take_freq_scale(void)
 {
+#ifdef CONFIG_X86
 	if (!invariance)
 		return;
 	if (arch_enable_cpufreq_freq_invariance)
 		emu_owns_freq_scale = arch_enable_cpufreq_freq_invariance();
 	else
 		pr_warn("lisa_emu_cpufreq: kernel lacks the board-support patch: no frequency invariance\n");
+#endif
 }
 
 static void emu_release_freq_scale(void)
 {
+#ifdef CONFIG_X86
 	if (emu_owns_freq_scale)
 		arch_disable_cpufreq_freq_invariance();
+#endif
 	emu_owns_freq_scale = false;
 }
 
@@ -985,12 +1191,15 @@ static int __init emu_cpufreq_module_init(void)
 {
 	int ret = emu_parse_params();
 
+	if (!ret && emu_from_dt)
+		ret = emu_tables_from_dt();
 	if (ret)
 		return ret;
 	ret = emu_meter_start();
 	if (ret) {
 		pr_err("lisa_emu_cpufreq: energy meter: %d\n", ret);
 		emu_meter_stop();
+		emu_free_dt_tables();
 		return ret;
 	}
 	emu_take_freq_scale();
@@ -999,10 +1208,11 @@ static int __init emu_cpufreq_module_init(void)
 		pr_err("lisa_emu_cpufreq: cpufreq_register_driver failed: %d\n", ret);
 		emu_release_freq_scale();
 		emu_meter_stop();
+		emu_free_dt_tables();
 		return ret;
 	}
 	pr_info("lisa_emu_cpufreq: opps=%s domain=%s invariance=%s timing=%s energy meter: %d channels\n",
-		opps, domain, emu_owns_freq_scale ? "driver" : "none",
+		opps, domain, IS_ENABLED(CONFIG_ARM64) ? "cpufreq core" : emu_owns_freq_scale ? "driver" : "none",
 		emu_faithful ? "faithful" : "decisions", emu_channel_count);
 	return 0;
 }
@@ -1012,6 +1222,7 @@ static void __exit emu_cpufreq_module_exit(void)
 	cpufreq_unregister_driver(&emu_cpufreq_driver);
 	emu_release_freq_scale();
 	emu_meter_stop();
+	emu_free_dt_tables();
 }
 
 module_init(emu_cpufreq_module_init);

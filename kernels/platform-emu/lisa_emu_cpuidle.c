@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * lisa-ext platform emulation: a cpuidle driver exposing a real SoC's
- * idle-state table on an x86 guest (QEMU TCG) that has no idle states.
+ * idle-state table on a guest (QEMU TCG) that has no idle states.
  *
- * Every state is entered with HLT. The table tells the cpuidle core and its
- * governors (menu, teo) what each state costs on the SoC: its name, exit
+ * x86: the tables below. arm64 (table=dt, the default there): each CPU's idle
+ * states from the guest's device tree (the SoC's arm,idle-state nodes that
+ * lisa_ext.vboard.devicetree put there), turned into cpuidle states by the
+ * kernel's own dt_init_idle_driver() as cpuidle-psci does, one driver per
+ * CPU, every state entered with WFI. Not through PSCI CPU_SUSPEND: under QEMU
+ * 7.2's TCG a guest whose CPUs idle there stops taking timer interrupts
+ * (every CPU halted in the HVC, jiffies frozen), so the board keeps
+ * cpuidle-psci from initialising (initcall_blacklist) and loads this driver
+ * instead; the sysfs states, names, latencies and residencies are the same.
+ *
+ * On x86 every state is entered with HLT. The table tells the cpuidle core and
+ * its governors (menu, teo) what each state costs on the SoC: its name, exit
  * latency and target residency, copied from the SoC's device tree (exit
  * latency = entry-latency-us + exit-latency-us, target residency =
  * min-residency-us, as drivers/cpuidle/dt_idle_states.c computes them).
@@ -47,6 +57,7 @@
  * Parameters:
  *   table=rk3399          Rockchip RK3399 (rk3399-base.dtsi, both clusters)
  *   table=hi3660-little   HiSilicon Kirin 960 Cortex-A53 cluster (hi3660.dtsi)
+ *   table=dt              arm64: each CPU's cpu-idle-states from the device tree
  *   poll_state=1          make state 0 the kernel's polling state instead of
  *                         a HLT-based "WFI" (x86 drivers do that; Arm does not)
  *   timing=faithful|decisions  pay the exit latency or not (writable at run
@@ -67,6 +78,8 @@
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/string.h>
+#include <linux/of.h>
+#include <linux/slab.h>
 
 #include "lisa_emu_cost.h"
 
@@ -102,9 +115,13 @@ static const struct emu_idle_table emu_idle_tables[] = {
 	{ "hi3660-little", hi3660_little_states, ARRAY_SIZE(hi3660_little_states) },
 };
 
+#ifdef CONFIG_ARM64
+static char *table = "dt";
+#else
 static char *table = "rk3399";
+#endif
 module_param(table, charp, 0444);
-MODULE_PARM_DESC(table, "idle-state table: rk3399 or hi3660-little");
+MODULE_PARM_DESC(table, "idle-state table: rk3399, hi3660-little or dt (arm64: the device tree's)");
 
 static bool poll_state;
 module_param(poll_state, bool, 0444);
@@ -132,7 +149,7 @@ struct emu_hold_stats {
 static struct emu_hold_stats emu_hold_stats[CPUIDLE_STATE_MAX];
 
 /* Interrupts disabled, RCU watching on entry and on return: one halt with RCU idle. */
-static __cpuidle void emu_idle_halt(void)
+static __cpuidle __maybe_unused void emu_idle_halt(void)
 {
 	ct_cpuidle_enter();
 	emu_arch_wait_for_irq();
@@ -143,7 +160,7 @@ static __cpuidle void emu_idle_halt(void)
  * Just woken (interrupts disabled, RCU watching): stay halted for @latency_ns
  * from now, less what earlier holds overpaid.
  */
-static noinline void emu_idle_pay_exit_latency(int index, u64 latency_ns)
+static noinline __maybe_unused void emu_idle_pay_exit_latency(int index, u64 latency_ns)
 {
 	struct emu_waker *w = this_cpu_ptr(&emu_wakers);
 	s64 *credit = this_cpu_ptr(&emu_hold_credit_ns);
@@ -176,6 +193,16 @@ static noinline void emu_idle_pay_exit_latency(int index, u64 latency_ns)
 static __cpuidle int emu_idle_enter(struct cpuidle_device *dev,
 				    struct cpuidle_driver *drv, int index)
 {
+#ifdef CONFIG_ARM64
+	/*
+	 * table=dt: cpu_do_idle() without pseudo-NMI priority masking, which the
+	 * board's kernel lacks; the cpuidle core does the RCU bookkeeping. The exit
+	 * latency is not paid on arm64 yet (its board runs timing=decisions here).
+	 */
+	dsb(sy);
+	wfi();
+	return index;
+#else
 	u64 latency_ns = drv->states[index].exit_latency_ns;
 
 	if (tif_need_resched())
@@ -186,6 +213,7 @@ static __cpuidle int emu_idle_enter(struct cpuidle_device *dev,
 		emu_idle_pay_exit_latency(index, latency_ns);
 		instrumentation_end();
 	}
+#endif
 	return index;
 }
 
@@ -210,7 +238,8 @@ static void emu_fill_state(struct cpuidle_state *s, const struct emu_idle_state 
 	strscpy(s->desc, e->desc, CPUIDLE_DESC_LEN);
 	s->exit_latency = e->exit_latency_us;
 	s->target_residency = e->target_residency_us;
-	s->flags = CPUIDLE_FLAG_RCU_IDLE;
+	/* x86's ->enter() tells RCU itself around each halt; arm64's plain WFI leaves it to the core */
+	s->flags = IS_ENABLED(CONFIG_ARM64) ? 0 : CPUIDLE_FLAG_RCU_IDLE;
 	s->enter = emu_idle_enter;
 }
 
@@ -230,11 +259,95 @@ static int emu_holds_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(emu_holds);
 
+#ifdef CONFIG_ARM64
+/* drivers/cpuidle/dt_idle_states.h, a header private to drivers/cpuidle */
+int dt_init_idle_driver(struct cpuidle_driver *drv, const struct of_device_id *matches,
+			unsigned int start_idx);
+
+static const struct of_device_id emu_idle_state_match[] = {
+	{ .compatible = "arm,idle-state", .data = emu_idle_enter },
+	{ },
+};
+
+static DEFINE_PER_CPU(struct cpuidle_driver *, emu_dt_drivers);
+
+static void emu_dt_unregister(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct cpuidle_driver *drv = per_cpu(emu_dt_drivers, cpu);
+
+		if (!drv)
+			continue;
+		cpuidle_unregister(drv);
+		kfree(drv);
+		per_cpu(emu_dt_drivers, cpu) = NULL;
+	}
+}
+
+/* One driver per CPU (clusters may have different states), as cpuidle-psci registers them. */
+static int emu_dt_register(void)
+{
+	int cpu, i, ret;
+
+	for_each_possible_cpu(cpu) {
+		struct cpuidle_driver *drv = kzalloc(sizeof(*drv), GFP_KERNEL);
+
+		if (!drv) {
+			emu_dt_unregister();
+			return -ENOMEM;
+		}
+		drv->name = "lisa_emu_cpuidle";
+		drv->owner = THIS_MODULE;
+		drv->cpumask = (struct cpumask *)cpumask_of(cpu);
+		/* state 0: WFI, as cpuidle-psci and cpuidle-arm define it */
+		strscpy(drv->states[0].name, "WFI", CPUIDLE_NAME_LEN);
+		strscpy(drv->states[0].desc, "ARM WFI", CPUIDLE_DESC_LEN);
+		drv->states[0].exit_latency = 1;
+		drv->states[0].target_residency = 1;
+		drv->states[0].enter = emu_idle_enter;
+		ret = dt_init_idle_driver(drv, emu_idle_state_match, 1);
+		if (ret <= 0) {
+			pr_err("lisa_emu_cpuidle: CPU%d: no idle states in the device tree (%d)\n", cpu, ret);
+			kfree(drv);
+			emu_dt_unregister();
+			return ret ? : -ENODEV;
+		}
+		for (i = 1; i < drv->state_count; i++) {
+			/* entered with WFI here: the cpuidle core does the RCU bookkeeping */
+			drv->states[i].flags &= ~CPUIDLE_FLAG_RCU_IDLE;
+			drv->states[i].enter = emu_idle_enter;
+		}
+		ret = cpuidle_register(drv, NULL);
+		if (ret) {
+			pr_err("lisa_emu_cpuidle: CPU%d: cpuidle_register failed: %d\n", cpu, ret);
+			kfree(drv);
+			emu_dt_unregister();
+			return ret;
+		}
+		per_cpu(emu_dt_drivers, cpu) = drv;
+	}
+	pr_info("lisa_emu_cpuidle: device-tree idle states on every CPU (emulated over WFI)\n");
+	return 0;
+}
+#else
+static int emu_dt_register(void)
+{
+	pr_err("lisa_emu_cpuidle: table=dt needs an arm64 kernel\n");
+	return -EINVAL;
+}
+
+static void emu_dt_unregister(void) { }
+#endif
+
 static int __init emu_idle_init(void)
 {
 	const struct emu_idle_table *t = emu_find_table(table);
 	int first = 0, i, ret, cpu;
 
+	if (sysfs_streq(table, "dt"))
+		return emu_dt_register();
 	if (!t) {
 		pr_err("lisa_emu_cpuidle: unknown table '%s'\n", table);
 		return -EINVAL;
@@ -266,6 +379,10 @@ static void __exit emu_idle_exit(void)
 {
 	int cpu;
 
+	if (sysfs_streq(table, "dt")) {
+		emu_dt_unregister();
+		return;
+	}
 	cpuidle_unregister(&emu_idle_driver);
 	for_each_possible_cpu(cpu)
 		hrtimer_cancel(&per_cpu_ptr(&emu_wakers, cpu)->timer);

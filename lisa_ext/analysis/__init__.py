@@ -4,7 +4,8 @@ One module per analysis defines a :class:`~lisa_ext.analysis.base.StudyAnalysis`
 subclass (LISA registers a ``TraceAnalysisBase`` subclass by defining it), so
 every ``Trace`` built afterwards has ``trace.ana.idle_miss``,
 ``trace.ana.wakeup_latency``, ``trace.ana.wq_placement``, ``trace.ana.iowait_boost``,
-``trace.ana.wakeup_frequency``, ``trace.ana.energy`` and ``trace.ana.idle_gating``.
+``trace.ana.wakeup_frequency``, ``trace.ana.energy``, ``trace.ana.idle_gating`` and
+``trace.ana.capacity_placement``.
 The import hook :mod:`lisa_ext.lisa_hook` imports :mod:`lisa_ext.analysis.registry`
 when LISA builds its first ``trace.ana``, so nobody has to.
 

@@ -2,7 +2,8 @@
 
 Idle-state tables (``struct cpuidle_state`` in include/linux/cpuidle.h: name,
 exit latency, target residency, and the per-CPU ``disable`` knob of
-drivers/cpuidle/sysfs.c), clusters and last-level-cache domains. They come
+drivers/cpuidle/sysfs.c), clusters, last-level-cache domains and CPU capacities
+(``cpu_capacity``, drivers/base/arch_topology.c). They come
 from, in order of preference, a YAML file given by the user, LISA's
 ``PlatformInfo`` of the trace, or the sysfs of the machine the trace was
 recorded on (only meaningful when that is this machine).
@@ -16,6 +17,7 @@ YAML layout (every key optional)::
       "4": [...]
     clusters: [[0, 3, 4, 5], [1, 2]]
     llc: [[0, 1, 2, 3, 4, 5]]
+    capacities: {0: 381, 1: 381, 2: 1024, 3: 1024}
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class Platform:
     clusters: tuple[tuple[int, ...], ...] = ()
     llc: tuple[tuple[int, ...], ...] = ()
     source: str = "unknown"
+    #: CPU -> original capacity (1024 for the biggest CPU)
+    capacities: dict[int, int] = field(default_factory=dict)
 
     def idle_states_of(self, cpu: int) -> tuple[IdleState, ...]:
         return self.idle_states.get(cpu, self.default_idle_states)
@@ -139,7 +143,7 @@ def load_platform_yaml(path: str | os.PathLike) -> Platform:
     data = load_yaml(path, "platform description") or {}
     if not isinstance(data, Mapping):
         raise SpecError(path, "<top>", "expected a mapping")
-    known = {"idle-states", "idle-states-per-cpu", "clusters", "llc", "source"}
+    known = {"idle-states", "idle-states-per-cpu", "clusters", "llc", "capacities", "source"}
     for key in data:
         if key not in known:
             raise SpecError(path, str(key), f"unknown key, expected one of {sorted(known)}")
@@ -161,6 +165,12 @@ def load_platform_yaml(path: str | os.PathLike) -> Platform:
         platform.clusters = _cpu_groups(path, "clusters", data["clusters"])
     if "llc" in data:
         platform.llc = _cpu_groups(path, "llc", data["llc"])
+    if "capacities" in data:
+        caps = data["capacities"]
+        if not isinstance(caps, Mapping) or not all(
+                isinstance(c, int) and isinstance(v, int) and c >= 0 and v > 0 for c, v in caps.items()):
+            raise SpecError(path, "capacities", "expected a mapping CPU -> capacity, e.g. {0: 381, 2: 1024}")
+        platform.capacities = dict(caps)
     return platform
 
 
@@ -180,6 +190,9 @@ def platform_from_sysfs(root: str | os.PathLike = "/sys") -> Platform:
     llcs: set[tuple[int, ...]] = set()
     for cpu_dir in sorted(cpu_root.glob("cpu[0-9]*"), key=lambda p: int(p.name[3:])):
         cpu = int(cpu_dir.name[3:])
+        capacity = _read(cpu_dir / "cpu_capacity")
+        if capacity and capacity.isdigit():
+            platform.capacities[cpu] = int(capacity)
         states = []
         for state_dir in sorted(cpu_dir.glob("cpuidle/state[0-9]*"), key=lambda p: int(p.name[5:])):
             latency, residency = _read(state_dir / "latency"), _read(state_dir / "residency")
@@ -211,16 +224,24 @@ def platform_from_sysfs(root: str | os.PathLike = "/sys") -> Platform:
 
 
 def platform_from_plat_info(plat_info: Any) -> Platform:
-    """Clusters from LISA's ``PlatformInfo`` (its ``freq-domains``, which are the
-    clusters on the Arm big.LITTLE boards LISA targets). LISA records no idle
-    states or caches, so those stay unknown."""
+    """Clusters and capacities from LISA's ``PlatformInfo`` (its ``freq-domains``, which
+    are the clusters on the Arm big.LITTLE boards LISA targets, and ``cpu-capacities``/
+    ``orig``). LISA records no idle states or caches, so those stay unknown."""
     platform = Platform(source="lisa-plat-info")
+    if plat_info is None:
+        return platform
     try:
         domains = plat_info["freq-domains"]
     except Exception:  # PlatformInfo raises its own KeyError flavours
         domains = None
     if domains:
         platform.clusters = tuple(tuple(int(c) for c in d) for d in domains)
+    try:
+        capacities = plat_info["cpu-capacities"]["orig"]
+    except Exception:
+        capacities = None
+    if capacities:
+        platform.capacities = {int(c): int(v) for c, v in capacities.items()}
     return platform
 
 
@@ -232,5 +253,6 @@ def merge(preferred: Platform, fallback: Platform) -> Platform:
         clusters=preferred.clusters or fallback.clusters,
         llc=preferred.llc or fallback.llc,
         source=preferred.source if preferred.source != "unknown" else fallback.source,
+        capacities=preferred.capacities or fallback.capacities,
     )
 

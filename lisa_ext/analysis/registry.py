@@ -9,6 +9,7 @@ from __future__ import annotations
 
 
 from lisa_ext.analysis.base import StudyAnalysis
+from lisa_ext.analysis.capacity_placement import CapacityPlacementAnalysis
 from lisa_ext.analysis.energy import EnergyAnalysis
 from lisa_ext.analysis.idle_gating import IdleGatingAnalysis
 from lisa_ext.analysis.idle_miss import IdleMissAnalysis
@@ -30,6 +31,7 @@ ANALYSIS_CLASSES: tuple[type[StudyAnalysis], ...] = (
     WakeupFrequencyAnalysis,
     EnergyAnalysis,
     IdleGatingAnalysis,
+    CapacityPlacementAnalysis,
 )
 
 #: CLI name -> analysis class (derived from :data:`ANALYSIS_CLASSES`).

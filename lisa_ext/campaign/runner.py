@@ -56,7 +56,8 @@ from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.schema import load_yaml
-from lisa_ext.target import kernel_provenance, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.target import kernel_provenance, lisa_platform_info, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.trace import PLATFORM_FILE
 from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params, timing_knobs, timing_of
 
 __all__ = ["CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
@@ -173,6 +174,8 @@ class CampaignRunner:
         self.state: dict = {}
         #: (kernel variant, knobs setting the spec's board timing): read again for another kernel
         self._timing_knobs: tuple[Path | None, dict[str, str]] | None = None
+        #: (kernel variant, LISA PlatformInfo read while it ran): capacities follow the kernel
+        self._platform_info: tuple[Path | None, object] = (None, None)
         self._target_lock_fd: int | None = None
 
     # -- campaign directory -------------------------------------------------
@@ -336,6 +339,7 @@ class CampaignRunner:
                 with _timed(meta, "provenance"):
                     meta["kernel"] = kernel_provenance(session.target)
                     meta["board_timing"] = timing_of(meta["kernel"]["emulation"])
+                    self._write_platform_info(session.target, variant, tmp)
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
@@ -374,6 +378,13 @@ class CampaignRunner:
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
+
+    def _write_platform_info(self, target, variant: VariantSpec, run_dir: Path) -> None:
+        """``platform.yml`` (LISA's PlatformInfo: capacities, frequency domains) beside the run's
+        trace, read once per deployed kernel: what analyses of asymmetric CPUs need."""
+        if self._platform_info[1] is None or self._platform_info[0] != variant.kernel:
+            self._platform_info = (variant.kernel, lisa_platform_info(target))
+        self._platform_info[1].to_yaml_map(str(run_dir / PLATFORM_FILE))
 
     def _traced_run(self, key: RunKey) -> bool:
         trace = self.spec.trace

@@ -1,14 +1,18 @@
-"""Building a kernel variant: patches, config, bzImage, modules, emulation modules.
+"""Building a kernel variant: patches, config, kernel image, modules, emulation modules.
 
-:func:`build_variant` turns a spec into :class:`KernelArtefacts`, cached under
-``<cache>/kernels/artefacts/<hash>/`` where the hash covers the base tree, the
-patch series, the config fragments, the platform-emulation module sources and
-this recipe. A cache hit returns at once. A miss takes the tree's lock,
-resets its git work tree to the base, applies the patches, regenerates the
-config (``tinyconfig`` + ``merge_config.sh`` + ``olddefconfig``) and runs
-``make bzImage modules`` with ccache in the tree's shared out-of-tree build
-directory, so a variant differing by one patched file only recompiles what
-that file touches.
+:func:`build_variant` turns a spec into :class:`KernelArtefacts` for one
+architecture (``x86_64``: ``bzImage``; ``arm64``: ``Image``, cross-compiled with
+``aarch64-linux-gnu-gcc``), cached under ``<cache>/kernels/artefacts/<hash>/``
+where the hash covers the architecture, the base tree, the patch series, the
+config fragments, the platform-emulation module sources and this recipe. A
+cache hit returns at once. A miss takes the tree's lock, resets its git work
+tree to the base, applies the patches, regenerates the config (``tinyconfig`` +
+``merge_config.sh`` + ``olddefconfig``) and runs ``make <image> modules`` with
+ccache in the tree's shared out-of-tree build directory of that architecture
+(``build-<arch>``), so a variant differing by one patched file only recompiles
+what that file touches. An arm64 build also compiles the device trees of the
+SoCs the arm64 board emulates (:data:`lisa_ext.vboard.devicetree.SOCS`) from
+the same tree, as ``make dtbs`` would, into ``dtbs/<soc>.dtb``.
 
 The kernel release is ``<version>-lx<hash[:8]>`` and the build version
 ``uname -v`` starts with ``#lx<hash[:8]>``: two variants never share a
@@ -33,6 +37,7 @@ from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_spec
 from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree, tree_key
+from lisa_ext.vboard.devicetree import SOCS, compile_soc_dtb
 from lisa_ext.workbench import workbench_path
 
 __all__ = [
@@ -55,6 +60,8 @@ _ARCHES = {
     "x86_64": {"ARCH": "x86_64", "image": "arch/x86/boot/bzImage", "target": "bzImage", "cross": ""},
     "arm64": {"ARCH": "arm64", "image": "arch/arm64/boot/Image", "target": "Image", "cross": "aarch64-linux-gnu-"},
 }
+#: Debian package of each cross compiler (scripts/install-system-packages.sh installs them)
+_CROSS_PACKAGES = {"aarch64-linux-gnu-": "gcc-aarch64-linux-gnu"}
 
 
 class BuildError(UserError):
@@ -75,9 +82,12 @@ class KernelArtefacts:
     name: str
     spec_path: Path
     hash: str
+    arch: str
     directory: Path
-    bzimage: Path
-    image_arm64: Path | None
+    image: Path
+    """``bzImage`` (x86_64) or ``Image`` (arm64)"""
+    dtbs: Path | None
+    """arm64: ``<soc>.dtb`` per SoC the board emulates, compiled from this tree"""
     modules_dir: Path
     config: Path
     system_map: Path
@@ -97,19 +107,19 @@ def platform_emu_dir() -> Path:
     return workbench_path("kernels", "platform-emu")
 
 
-def cross_compiler() -> str | None:
-    """The arm64 cross-compiler prefix when ``aarch64-linux-gnu-gcc`` is on PATH."""
-    return "aarch64-linux-gnu-" if shutil.which("aarch64-linux-gnu-gcc") else None
-
-
-def _arches(spec: VariantSpec) -> list[str]:
-    return ["x86_64"] + (["arm64"] if spec.arm64 and cross_compiler() else [])
+def cross_compiler(arch: str) -> str:
+    """The compiler prefix for ``arch`` (empty for the host's), checked to be installed."""
+    prefix = _ARCHES[arch]["cross"]
+    if prefix and shutil.which(f"{prefix}gcc") is None:
+        raise UserError(f"building for {arch} needs {prefix}gcc (Debian package {_CROSS_PACKAGES[prefix]}; "
+                        "run: bash scripts/install-system-packages.sh)")
+    return prefix
 
 
 def artefact_hash(spec: VariantSpec, tree_key: str) -> str:
     """Hash of everything that determines the artefacts (not cmdline/knobs/modules)."""
     h = hashlib.sha256()
-    h.update(f"lisa-ext kernel recipe {RECIPE_VERSION}\ntree {tree_key}\narches {_arches(spec)}\n".encode())
+    h.update(f"lisa-ext kernel recipe {RECIPE_VERSION}\ntree {tree_key}\narches {[spec.arch]}\n".encode())
     for kind, paths in (("patch", spec.patches), ("config", spec.configs)):
         for p in paths:
             data = p.read_bytes()
@@ -240,11 +250,8 @@ def _build_arch(spec, tree, arch, tag, jobs, stage, out, log_file, env, log_path
     _run_logged([*make, a["target"], "modules"], log_file, env, f"make {a['target']} modules ({arch})", log_path)
     log(f"  kernel built in {time.monotonic() - t0:.0f} s")
     release = (build / "include/config/kernel.release").read_text().strip()
-    result = {"release": release, "config_not_taken": [str(m) for m in misses]}
-    image_name = "bzImage" if arch == "x86_64" else "Image-arm64"
-    shutil.copy2(build / a["image"], out / image_name)
-    if arch != "x86_64":
-        return result
+    result = {"release": release, "config_not_taken": [str(m) for m in misses], "arch": arch}
+    shutil.copy2(build / a["image"], out / a["target"])
     shutil.copy2(build / ".config", out / "config")
     shutil.copy2(build / "System.map", out / "System.map")
     result["build_id"] = _build_id(build / "vmlinux")
@@ -259,19 +266,24 @@ def _build_arch(spec, tree, arch, tag, jobs, stage, out, log_file, env, log_path
     _run_logged([*emu_make, *install, "modules_install"], log_file, env, "install platform-emulation modules", log_path)
     depmod = shutil.which("depmod") or "/sbin/depmod"
     _run_logged([depmod, "-b", str(stage), "-F", str(build / "System.map"), release], log_file, env, "depmod", log_path)
+    if arch == "arm64":
+        (out / "dtbs").mkdir()
+        for soc, dtsi in SOCS.items():
+            compile_soc_dtb(tree.src, dtsi, out / "dtbs" / f"{soc}.dtb")
     return result
 
 
 def _load_cached(spec: VariantSpec, directory: Path, cached: bool) -> KernelArtefacts:
     meta = json.loads((directory / "artefacts.json").read_text())
-    arm64 = directory / "Image-arm64"
+    arch = meta.get("arch", "x86_64")
     return KernelArtefacts(
         name=spec.name,
         spec_path=spec.path,
         hash=meta["hash"],
+        arch=arch,
         directory=directory,
-        bzimage=directory / "bzImage",
-        image_arm64=arm64 if arm64.exists() else None,
+        image=directory / _ARCHES[arch]["target"],
+        dtbs=directory / "dtbs" if (directory / "dtbs").is_dir() else None,
         modules_dir=directory / "modules",
         config=directory / "config",
         system_map=directory / "System.map",
@@ -303,11 +315,12 @@ class BuildStatus:
     reason: str = ""
 
 
-def build_status(spec_path: str | os.PathLike) -> BuildStatus:
-    """:class:`BuildStatus` of the variant at ``spec_path``: its hash and whether
+def build_status(spec_path: str | os.PathLike, arch: str | None = None) -> BuildStatus:
+    """:class:`BuildStatus` of the variant at ``spec_path`` built for ``arch`` (default: the
+    spec's own): its hash and whether
     ``<cache>/kernels/artefacts/<hash>`` holds a finished build. Offline: a git base
     tree whose mirror is not cloned yet gives no hash (``reason`` says so)."""
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, arch=arch)
     if spec.base.kind == "git":
         mirror = kernels_cache() / "git-mirrors" / hashlib.sha256(spec.base.location.encode()).hexdigest()[:16]
         if not (mirror / "HEAD").exists():
@@ -326,9 +339,12 @@ def build_status(spec_path: str | os.PathLike) -> BuildStatus:
     return BuildStatus(spec.name, spec.path, digest, True, directory, built_by=meta.get("variant"))
 
 
-def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: bool = False, log=print) -> KernelArtefacts:
-    """Build (or fetch from the cache) the artefacts of the variant at ``spec_path``."""
-    spec = load_spec(spec_path)
+def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: bool = False, log=print,
+                  arch: str | None = None) -> KernelArtefacts:
+    """Build (or fetch from the cache) the artefacts of the variant at ``spec_path`` for
+    ``arch`` (default: the spec's own architecture)."""
+    spec = load_spec(spec_path, arch=arch)
+    cross_compiler(spec.arch)
     tree = prepare_tree(spec.base, log=log)
     digest = artefact_hash(spec, tree.key)
     root = kernels_cache() / "artefacts"
@@ -345,11 +361,11 @@ def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: 
         tmp.mkdir(parents=True)
         log_path = root / f"{digest}.build.log"
         tag = f"lx{digest[:8]}"
-        log(f"building variant {spec.name} ({digest[:12]}) from {tree.key}")
+        log(f"building variant {spec.name} for {spec.arch} ({digest[:12]}) from {tree.key}")
         t0 = time.monotonic()
         try:
             with open(log_path, "w") as log_file:
-                log_file.write(f"variant {spec.name} from {spec.path}\nhash {digest}\ntree {tree.key}\n")
+                log_file.write(f"variant {spec.name} ({spec.arch}) from {spec.path}\nhash {digest}\ntree {tree.key}\n")
                 t_patch = time.monotonic()
                 commit = apply_series(tree.src, spec.patches, log=log)
                 log_file.write(f"# step 'reset tree and apply patches' took {time.monotonic() - t_patch:.1f} s\n")
@@ -357,12 +373,7 @@ def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: 
                               "commit": commit, "patches": [p.name for p in spec.patches],
                               "configs": [str(c) for c in spec.configs]}
                 stage = tmp / "modules"
-                for arch in _arches(spec):
-                    result = _build_arch(spec, tree, arch, tag, jobs, stage, tmp, log_file, env, log_path, log)
-                    if arch == "x86_64":
-                        meta.update(result)
-                    else:
-                        meta[f"{arch}_release"] = result["release"]
+                meta.update(_build_arch(spec, tree, spec.arch, tag, jobs, stage, tmp, log_file, env, log_path, log))
                 meta["build_seconds"] = round(time.monotonic() - t0, 1)
                 (tmp / "artefacts.json").write_text(json.dumps(meta, indent=2) + "\n")
         except BaseException:

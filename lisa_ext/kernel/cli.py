@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lisa_ext.kernel.build import build_env, build_status, build_variant, resolve_config
-from lisa_ext.kernel.spec import load_spec
+from lisa_ext.kernel.spec import ARCHES, load_spec
 from lisa_ext.schema import load_yaml
 from lisa_ext.workbench import shown_path
 from lisa_ext.kernel.tree import KernelTree, prepare_tree
@@ -21,8 +21,8 @@ __all__ = ["register"]
 def _check(args: argparse.Namespace) -> int:
     status = 0
     for path in args.variants:
-        spec = load_spec(path)
-        print(f"{path}: ok: variant {spec.name!r}, base {spec.base.kind}:{spec.base.location}"
+        spec = load_spec(path, arch=args.arch)
+        print(f"{path}: ok: variant {spec.name!r} ({spec.arch}), base {spec.base.kind}:{spec.base.location}"
               f"{' @ ' + spec.base.ref if spec.base.ref else ''}, {len(spec.patches)} patch(es), "
               f"{len(spec.configs)} config fragment(s), {len(spec.modules)} module(s), {len(spec.knobs)} knob(s)")
         if args.kconfig:
@@ -38,7 +38,7 @@ def _check_kconfig(spec) -> int:
         (scratch.root / "src").symlink_to(tree.src)
         log_path = scratch.root / "kconfig.log"
         with tree.locked(), open(log_path, "w") as log_file:
-            misses = resolve_config(spec, scratch, "x86_64", log_file, build_env(), log_path)
+            misses = resolve_config(spec, scratch, spec.arch, log_file, build_env(), log_path)
     for m in misses:
         print(f"  config option did not take effect: {m}")
     if not misses:
@@ -48,16 +48,16 @@ def _check_kconfig(spec) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    art = build_variant(args.variant, jobs=args.jobs, force=args.force, log=log)
+    art = build_variant(args.variant, jobs=args.jobs, force=args.force, log=log, arch=args.arch)
     if args.json:
         d = asdict(art)
         print(json.dumps(d, indent=2, default=str))
         return 0
     print(f"variant {art.name}: {'cached' if art.cached else 'built'} ({art.hash[:12]})")
     print(f"  directory      {art.directory}")
-    print(f"  bzImage        {art.bzimage}")
-    if art.image_arm64:
-        print(f"  arm64 Image    {art.image_arm64}")
+    print(f"  {art.image.name:<14} {art.image} ({art.arch})")
+    if art.dtbs:
+        print(f"  SoC dtbs       {art.dtbs}")
     print(f"  modules        {art.modules_dir}/lib/modules/{art.release}")
     print(f"  .config        {art.config}")
     print(f"  build log      {art.build_log}")
@@ -127,6 +127,8 @@ def register(subparsers) -> None:
                                    "fragments, knobs) without building.")
     c.add_argument("variants", nargs="+", metavar="VARIANT",
                    help="kernel variant spec (kernels/<study>/<variant>.yml)")
+    c.add_argument("--arch", choices=ARCHES, help="check the spec as built for this architecture "
+                   "(default: the spec's own)")
     c.add_argument("--kconfig", action="store_true",
                    help="also resolve the config fragments with kconfig and report options that do not take effect")
     c.set_defaults(func=_check)
@@ -136,6 +138,8 @@ def register(subparsers) -> None:
     b.add_argument("variant", metavar="VARIANT", help="kernel variant spec (kernels/<study>/<variant>.yml)")
     b.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="parallel make jobs (default: CPU count)")
     b.add_argument("--force", action="store_true", help="rebuild even when the cache has the artefacts")
+    b.add_argument("--arch", choices=ARCHES, help="build for this architecture (x86_64: bzImage; arm64: Image, "
+                   "cross-compiled; default: the spec's own)")
     b.add_argument("--json", action="store_true", help="print the artefacts as JSON")
     b.set_defaults(func=_build)
     st = sub.add_parser("status", help="whether each kernel variant is built, and which build it shares",

@@ -16,6 +16,9 @@ number and timestamp) and, when both sides know it, the GNU build id read from
 ``/sys/kernel/notes``. A mismatch raises instead of letting a campaign measure
 the wrong kernel. The variant's runtime knobs are written and read back last.
 
+The variant is built for the target's architecture: the virtual board's (x86_64
+or arm64), ``uname -m`` of a Linux target, arm64 for Android.
+
 :func:`deploy_variant` returns a provenance dict that campaigns store beside
 their results.
 """
@@ -32,8 +35,9 @@ from lisa_ext.errors import UserError
 from lisa_ext.kernel.build import build_variant
 from lisa_ext.knobs import KnobError, apply_knobs
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
-from lisa_ext.target import BootImage, Target, TargetCommandError, open_target
 from lisa_ext.staged_modules import find_release_dir
+from lisa_ext.target import BootImage, Target, TargetCommandError, open_target
+from lisa_ext.target.board import BoardTarget
 
 __all__ = [
     "DeployError",
@@ -54,8 +58,28 @@ class DeployError(UserError):
 
 # -- build and checks ---------------------------------------------------------
 
-def _build(spec_path: Path):
-    return build_variant(spec_path, log=log.info)
+#: ``uname -m`` -> kernel architecture
+_MACHINES = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def _build(spec_path: Path, arch: str):
+    return build_variant(spec_path, log=log.info, arch=arch)
+
+
+def _target_arch(target: Target) -> str:
+    """The kernel architecture a variant must be built for to run on ``target``."""
+    if isinstance(target, BoardTarget):
+        return target.board.arch
+    if target.kind == "android":
+        return "arm64"
+    try:
+        machine = target.execute("uname -m", timeout=60).strip()
+    except TargetCommandError as exc:
+        raise DeployError(f"{target.description}: cannot read its architecture (uname -m): {exc}") from None
+    if machine not in _MACHINES:
+        raise DeployError(f"{target.description} is a {machine!r} machine: lisa-ext builds kernels for "
+                          f"{', '.join(sorted(set(_MACHINES.values())))}")
+    return _MACHINES[machine]
 
 
 def _release_dir(artefacts) -> Path:
@@ -128,10 +152,11 @@ def _boot_image(artefacts, label: str, load: list[str]) -> BootImage:
         value = getattr(artefacts, name, None)
         return Path(value) if value else None
 
-    return BootImage(kernel=path("bzimage"), release=getattr(artefacts, "release", ""),
+    arch = str(getattr(artefacts, "arch", "x86_64"))
+    return BootImage(kernel=path("image"), release=getattr(artefacts, "release", ""),
                      cmdline=str(getattr(artefacts, "cmdline", "") or ""), modules_dir=path("modules_dir"),
-                     load=tuple(load), label=label, arm64_image=path("image_arm64"),
-                     ramdisk=path("ramdisk"), dtb=path("dtb"))
+                     load=tuple(load), label=label, arm64_image=path("image") if arch == "arm64" else None,
+                     ramdisk=path("ramdisk"), dtb=path("dtb"), arch=arch, soc_dtbs=path("dtbs"))
 
 
 def _method(target: Target, method: str, running: RunningKernel | None, expected, cmdline: str) -> str:
@@ -158,7 +183,8 @@ def deploy_artefacts(target: Target, artefacts, *, method: str = "auto", label: 
     started = time.time()
     provenance: dict[str, Any] = {
         "variant": label,
-        "bzimage": str(image.kernel) if image.kernel else None,
+        "image": str(image.kernel) if image.kernel else None,
+        "arch": image.arch,
         "expected": expected,
         "modules_loaded_at_boot": load,
     }
@@ -205,7 +231,7 @@ def deploy_variant(target: Target | str | os.PathLike, spec_path: str | os.PathL
     if isinstance(target, (str, os.PathLike)):
         target = open_target(target)
     spec_path = Path(spec_path)
-    artefacts = _build(spec_path)
+    artefacts = _build(spec_path, _target_arch(target))
     label = str(getattr(artefacts, "name", "") or spec_path.stem)
     provenance = deploy_artefacts(target, artefacts, method=method, label=label)
     provenance["spec"] = str(spec_path)

@@ -17,6 +17,15 @@ time (cmdline, modules to load, sysfs knobs). Example::
         params: {table: rk3399}
     knobs:                        # written after boot, in order; globs allowed
       /sys/devices/system/cpu/cpufreq/policy*/schedutil/iowait_boost_cap: 0
+    arm64:                        # the same variant on the arm64 board: keys replacing the above
+      configs: [../configs/vboard-arm64.config]
+      modules: [lisa_emu_cpufreq]
+
+The top-level keys describe the variant for ``arch`` (``x86_64`` unless the spec says
+``arch: arm64``); a section named after another architecture replaces some of them (patches,
+configs, cmdline, modules, knobs) when the variant is built for that one, so one spec serves both
+boards with the same patches. :func:`load_spec` resolves the spec for the architecture asked for;
+a spec without a section for it cannot be built for it.
 
 Knob paths may contain shell globs (``policy*``: policy numbers depend on the
 board's topology); the deployer expands them on the target and writes every
@@ -47,6 +56,7 @@ from lisa_ext.schema import argument_problem, load_yaml, text_problem
 from lisa_ext.workbench import workbench_path
 
 __all__ = [
+    "ARCHES",
     "GIT_PROTOCOLS",
     "BaseTree",
     "ModuleLoad",
@@ -61,7 +71,11 @@ DEFAULT_DEBIAN_PACKAGE = "linux-source-6.12"
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}\Z")
 _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-_TOP_KEYS = {"name", "description", "base", "patches", "configs", "cmdline", "modules", "knobs", "arm64"}
+#: the architectures a variant is built for (kernel ARCH names)
+ARCHES = ("x86_64", "arm64")
+#: what a per-architecture section may replace
+_ARCH_KEYS = ("patches", "configs", "cmdline", "modules", "knobs")
+_TOP_KEYS = {"name", "description", "base", "arch", *_ARCH_KEYS, *ARCHES}
 #: a tag, branch or commit (``git check-ref-format`` names, ``HEAD~1``), never an option
 _REF_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+~^-]{0,199}")
 #: git transports that do not run a command of the URL's choosing (``ext::`` does)
@@ -103,7 +117,10 @@ class VariantSpec:
     cmdline: str
     modules: tuple[ModuleLoad, ...]
     knobs: tuple[tuple[str, str], ...]
-    arm64: bool
+    arch: str
+    """The architecture this spec was resolved for."""
+    arches: tuple[str, ...]
+    """Every architecture the spec can be built for."""
 
 
 def _line(node: Any, key: Any) -> str:
@@ -284,8 +301,33 @@ def _parse_knobs(path: Path, doc: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def load_spec(path: str | os.PathLike) -> VariantSpec:
-    """Load and validate a variant spec; raise SpecError on the first problem."""
+def _arch_sections(p: Path, doc: Any) -> tuple[str, dict[str, Any]]:
+    """The spec's own architecture and its per-architecture sections, checked."""
+    own = doc.get("arch", "x86_64")
+    if own not in ARCHES:
+        raise SpecError(p, "arch" + _line(doc, "arch"), f"expected one of {', '.join(ARCHES)}, got {own!r}")
+    sections = {}
+    for arch in ARCHES:
+        if arch not in doc:
+            continue
+        key = arch + _line(doc, arch)
+        if arch == own:
+            raise SpecError(p, key, f"the spec is for {own} already (arch: {own}); a section names another architecture")
+        section = doc[arch]
+        if not isinstance(section, dict):
+            raise SpecError(p, key, f"expected a mapping of keys replacing the spec's on {arch} "
+                            f"({', '.join(_ARCH_KEYS)}), got {section!r}")
+        unknown = sorted(set(section) - set(_ARCH_KEYS))
+        if unknown:
+            raise SpecError(p, f"{arch}.{unknown[0]}" + _line(section, unknown[0]),
+                            f"cannot be replaced per architecture (allowed: {', '.join(_ARCH_KEYS)})")
+        sections[arch] = section
+    return own, sections
+
+
+def load_spec(path: str | os.PathLike, arch: str | None = None) -> VariantSpec:
+    """Load and validate a variant spec, resolved for ``arch`` (default: the spec's own);
+    raise SpecError on the first problem."""
     p = Path(path).absolute()
     doc = _read_yaml(p)
     if not isinstance(doc, dict):
@@ -293,6 +335,24 @@ def load_spec(path: str | os.PathLike) -> VariantSpec:
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
         raise SpecError(p, unknown[0] + _line(doc, unknown[0]), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    own, sections = _arch_sections(p, doc)
+    arch = arch or own
+    if arch not in ARCHES:
+        raise SpecError(p, "arch", f"cannot build for {arch!r}: expected one of {', '.join(ARCHES)}")
+    if arch != own and arch not in sections:
+        raise SpecError(p, arch, f"the variant is for {own}; to build it for the {arch} board, add an "
+                        f"'{arch}:' section (e.g. its configs and modules)")
+    for other, section in sections.items():
+        # every section is checked, whichever architecture is asked for
+        try:
+            _parse_paths(p, section, "configs", (".config", ".cfg", ".fragment"))
+            _parse_paths(p, section, "patches", (".patch", ".mbox", ".diff", ".eml"))
+            _parse_modules(p, section)
+            _parse_knobs(p, section)
+        except SpecError as exc:
+            raise SpecError(p, f"{other}.{exc.key}", exc.problem) from None
+    if arch != own:
+        doc = {**doc, **sections[arch]}
     if "name" not in doc:
         raise SpecError(p, "name", "missing: every variant needs a name")
     name = _scalar_str(p, "name" + _line(doc, "name"), doc["name"])
@@ -307,9 +367,6 @@ def load_spec(path: str | os.PathLike) -> VariantSpec:
             or not all(c.isprintable() for c in cmdline.strip())):
         raise SpecError(p, "cmdline" + _line(doc, "cmdline"), "expected a one-line string of kernel "
                         f"parameters (printable characters, at most {_CMDLINE_MAX})")
-    arm64 = doc.get("arm64", False)
-    if not isinstance(arm64, bool):
-        raise SpecError(p, "arm64" + _line(doc, "arm64"), f"expected true or false, got {arm64!r}")
     configs = _parse_paths(p, doc, "configs", (".config", ".cfg", ".fragment"))
     if not configs:
         raise SpecError(p, "configs", "at least one config fragment is needed (e.g. ../configs/vboard.config)")
@@ -323,5 +380,6 @@ def load_spec(path: str | os.PathLike) -> VariantSpec:
         cmdline=" ".join(cmdline.split()),
         modules=_parse_modules(p, doc),
         knobs=_parse_knobs(p, doc),
-        arm64=arm64,
+        arch=arch,
+        arches=(own, *sections),
     )

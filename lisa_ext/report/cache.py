@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext import workbench
+from lisa_ext.trace import PLATFORM_FILE
 from lisa_ext.trace.cache import file_digest
 
 __all__ = ["TraceFindings", "cache_root", "cached_frame", "code_digest", "digest", "file_digest", "has_findings",
@@ -123,8 +124,9 @@ def store_json(path: Path, value: Any) -> None:
 
 
 def trace_key(trace: Path) -> str:
-    """Key of what the analyses derive from ``trace``: its content, the analysis
-    and trace-loading code, the library versions."""
+    """Key of what the analyses derive from ``trace``: its content and its platform's (the
+    ``platform.yml`` beside it, which load_trace gives the trace), the analysis and
+    trace-loading code, the library versions."""
     return _findings_key(trace)
 
 
@@ -133,8 +135,9 @@ def _findings_key(trace: Path) -> str:
     code = [package / "report" / "traces.py", package / "compat.py",
             *(package / "analysis").rglob("*.py"), *(package / "trace").rglob("*.py"),
             *(package / "trace").glob("*.c")]
-    return digest(file_digest(trace), code_digest(code),
-                  library_versions("lisa-linux", "pandas", "numpy", "pyarrow"))
+    platform = Path(trace).with_name(PLATFORM_FILE)
+    content = [file_digest(trace), *([file_digest(platform)] if platform.is_file() else [])]
+    return digest(*content, code_digest(code), library_versions("lisa-linux", "pandas", "numpy", "pyarrow"))
 
 
 @dataclass

@@ -31,7 +31,8 @@ from lisa_ext.stats.verdict import AGREES, NO_VERDICT, OPPOSITE, WITHIN_NOISE, d
 from lisa_ext.vboard.timing import timing_of
 
 __all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "concat_rows", "direction",
-           "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "variant_table"]
+           "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "styled",
+           "variant_table"]
 
 #: ``frame.attrs`` key of our cells' per-run values: ``{(row label, column): [values]}``
 SAMPLES = "samples"
@@ -44,6 +45,7 @@ EMPTY_CELL = "–"
 #: target config names of the platforms we know, as a cover letter names them
 _PLATFORM_NAMES = {
     "vboard": "virtual board (QEMU TCG, emulated idle states and OPPs)",
+    "vboard-arm64": "arm64 virtual board (QEMU TCG virt, RK3399 clusters, EAS, emulated OPPs)",
     "local-host": "this host",
 }
 
@@ -204,7 +206,7 @@ def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str
                f"ours: {platform}")
     wrong = rfc_arithmetic(study, table_id)
     if wrong.empty:
-        return _styled(frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption))
+        return styled(frame, caption)
     text = frame.apply(lambda column: column.map(_cell)).astype(object)
     for row in wrong.itertuples(index=False):
         unit = next(c.unit for c in table.columns if c.name == row.column)
@@ -218,6 +220,12 @@ def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str
 def _styled(styler):
     # the row header heads the columns' first level already: no second header row for the index name
     return styler.hide(axis="index", names=True)
+
+
+def styled(frame: pd.DataFrame, caption: str):
+    """A table as the study pages print them: empty cells as :data:`EMPTY_CELL`, three
+    significant digits, ``caption`` above."""
+    return _styled(frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption))
 
 
 def _cell(value: float) -> str:

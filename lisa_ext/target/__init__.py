@@ -20,12 +20,13 @@ from typing import Any
 from lisa_ext.target.board import BoardTarget
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.devlib_target import DevlibTarget
-from lisa_ext.target.facts import kernel_provenance, llc_domains, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.target.facts import (kernel_provenance, lisa_platform_info, llc_domains, platform_provenance, tool_versions,
+                                   tracefs_root)
 from lisa_ext.target.protocol import BootImage, Target, TargetCommandError
 from lisa_ext.target.ssh_target import SshTarget
 
 __all__ = ["BootImage", "Target", "TargetCommandError", "TargetConfig", "connect", "kernel_provenance",
-           "llc_domains", "open_target", "platform_provenance", "tool_versions", "tracefs_root"]
+           "lisa_platform_info", "llc_domains", "open_target", "platform_provenance", "tool_versions", "tracefs_root"]
 
 #: the implementations of the protocol, most specific first
 IMPLEMENTATIONS = (BoardTarget, SshTarget, DevlibTarget)

@@ -8,7 +8,7 @@ preferred, its modules on a second disk); a lost board is killed and booted
 again; its probe also asks QEMU's monitor, to tell a busy guest from a hung
 machine; its serial console is read for the failure reports. This module is
 the only place that knows whether a target config is the virtual board's: a
-``linux`` config named ``vboard`` (``target-configs/vboard.yml`` or a copy).
+``linux`` config named ``vboard`` or ``vboard-arm64`` (``target-configs/vboard*.yml`` or a copy).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.protocol import BootImage, BusyTarget, TargetCommandError
 from lisa_ext.target.ssh_target import SshTarget
 from lisa_ext.vboard import qemu
-from lisa_ext.vboard.board import VirtualBoard, default_target_conf_path
+from lisa_ext.vboard.board import TARGET_CONF_NAMES, VirtualBoard, board_for_target_conf, default_target_conf_path
 
 __all__ = ["BoardTarget"]
 
@@ -34,7 +34,6 @@ class BoardTarget(SshTarget):
 
     kind = "vboard"
     description = "the virtual board"
-    boot_methods = ("boot", "kexec")
 
     def __init__(self, board: VirtualBoard | None = None, config: TargetConfig | None = None):
         super().__init__(config, None)
@@ -42,11 +41,12 @@ class BoardTarget(SshTarget):
 
     @classmethod
     def serves(cls, config: TargetConfig) -> bool:
-        return config.kind == "linux" and config.conf.get("name") == "vboard"
+        return config.kind == "linux" and config.conf.get("name") in TARGET_CONF_NAMES
 
     @classmethod
     def open(cls, config: TargetConfig) -> "BoardTarget":
-        return cls(config=config)
+        # vboard-arm64 reaches the arm64 board of this cache, whichever board is the default
+        return cls(board=board_for_target_conf(config.conf.get("name")), config=config)
 
     @property
     def config(self) -> TargetConfig:
@@ -72,12 +72,23 @@ class BoardTarget(SshTarget):
     def kernel_cmdline(self, extra: str) -> str:
         return self.board.kernel_cmdline(extra)
 
+    @property
+    def boot_methods(self) -> tuple[str, ...]:  # type: ignore[override]
+        # a running arm64 board gets its kernels as a real one does, by kexec over SSH
+        if self.board.arch == "arm64" and self.board.is_up():
+            return ("kexec", "boot")
+        return ("boot", "kexec")
+
     def boot(self, image: BootImage, method: str) -> None:
+        if image.arch != self.board.arch:
+            raise UserError(f"the kernel was built for {image.arch}, the board is {self.board.arch} "
+                            f"(lisa-ext vboard up --arch {image.arch} boots the {image.arch} board)")
         if method == "boot":
             # A running board keeps its disk across the switch, as a real board's does.
             fresh = not self.board.is_up()
+            soc_dtb = image.soc_dtbs / f"{self.board.settings.soc}.dtb" if image.soc_dtbs else None
             self.board.up(image.kernel, modules_dir=image.modules_dir, release=image.release, load=image.load,
-                          cmdline=image.cmdline, label=image.label, fresh_rootfs=fresh)
+                          cmdline=image.cmdline, label=image.label, fresh_rootfs=fresh, soc_dtb=soc_dtb)
             self._reconnect(setup=fresh)
             return
         if method == "kexec" and not self.board.is_up():

@@ -12,10 +12,12 @@ import shlex
 from importlib.metadata import version
 from typing import Any
 
+from lisa_ext.compat import import_lisa
 from lisa_ext.running_kernel import probe_running_kernel
 from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
 
-__all__ = ["idle_state_names", "kernel_provenance", "llc_domains", "platform_provenance", "tool_versions", "tracefs_root"]
+__all__ = ["idle_state_names", "kernel_provenance", "lisa_platform_info", "llc_domains", "parse_platform_facts",
+           "platform_provenance", "tool_versions", "tracefs_root"]
 
 
 def tracefs_root(target) -> str | None:
@@ -86,6 +88,50 @@ def idle_state_names(target) -> list[str]:
         if index.isdigit() and name:
             states[int(index)] = name
     return [states[i] for i in sorted(states)]
+
+
+#: per CPU its capacity, per cpufreq policy its CPUs and OPPs (drivers/base/arch_topology.c,
+#: drivers/cpufreq/cpufreq.c sysfs), one line each
+_PLATFORM_FACTS = (
+    "for c in /sys/devices/system/cpu/cpu[0-9]*; do "
+    "echo \"capacity ${c##*/cpu} $(cat $c/cpu_capacity 2>/dev/null)\"; done; "
+    "for p in /sys/devices/system/cpu/cpufreq/policy[0-9]*; do "
+    "echo \"policy $(cat $p/related_cpus) : $(cat $p/scaling_available_frequencies 2>/dev/null)\"; done")
+
+
+def parse_platform_facts(text: str) -> dict:
+    """The ``platform-info`` mapping (LISA's PlatformInfo keys) of :data:`_PLATFORM_FACTS`'s output:
+    ``cpus-count``, ``cpu-capacities`` (``orig``; when every CPU has one), ``freq-domains`` and
+    ``freqs`` (when cpufreq has policies)."""
+    capacities: dict[int, int | None] = {}
+    domains, freqs = [], {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "capacity" and fields[1].isdigit():
+            capacities[int(fields[1])] = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
+        elif fields[:1] == ["policy"] and ":" in fields:
+            at = fields.index(":")
+            cpus = [int(c) for c in fields[1:at] if c.isdigit()]
+            opps = sorted(int(f) for f in fields[at + 1:] if f.isdigit())
+            if cpus:
+                domains.append(cpus)
+                freqs.update({cpu: opps for cpu in cpus if opps})
+    info: dict[str, Any] = {"cpus-count": len(capacities)}
+    if capacities and all(v is not None for v in capacities.values()):
+        info["cpu-capacities"] = {"orig": dict(sorted(capacities.items())), "writeable": False}
+    if domains:
+        info["freq-domains"] = sorted(domains)
+    if freqs:
+        info["freqs"] = dict(sorted(freqs.items()))
+    return info
+
+
+def lisa_platform_info(target):
+    """A LISA ``PlatformInfo`` of ``target``'s CPUs, read from its sysfs in one command (LISA's own
+    probing of these keys needs its kernel module or sched_domain files): see
+    :func:`parse_platform_facts`. Campaign runs store it beside their trace (platform.yml)."""
+    platinfo = import_lisa("lisa.platforms.platinfo")
+    return platinfo.PlatformInfo(parse_platform_facts(_read(target, _PLATFORM_FACTS) or ""), src="target sysfs")
 
 
 #: per CPU cache: "<cpu dir> <level> <type> <shared_cpu_list>" (drivers/base/cacheinfo.c sysfs)

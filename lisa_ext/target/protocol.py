@@ -44,7 +44,7 @@ class BootImage:
     """A kernel to boot, as a target needs it: image, modules, command line."""
 
     kernel: Path
-    """The x86 ``bzImage`` (boot, kexec)."""
+    """The kernel for ``arch``: x86's ``bzImage``, arm64's ``Image`` (boot, kexec)."""
     release: str
     cmdline: str = ""
     """The variant's part of the command line; the target adds its own (:meth:`Target.kernel_cmdline`)."""
@@ -57,6 +57,11 @@ class BootImage:
     """The arm64 ``Image`` (fastboot)."""
     ramdisk: Path | None = None
     dtb: Path | None = None
+    arch: str = "x86_64"
+    """The architecture the kernel was built for (kernel ARCH names)."""
+    soc_dtbs: Path | None = None
+    """arm64: the directory of ``<soc>.dtb`` compiled from the kernel's tree, which the virtual
+    board grafts onto QEMU's machine."""
 
 
 class Background(Protocol):

@@ -28,7 +28,12 @@ from lisa_ext.trace.read import detect_format, read_trace
 if TYPE_CHECKING:
     from lisa.trace import Trace
 
-__all__ = ["detect_format", "load_trace", "read_trace"]
+
+__all__ = ["PLATFORM_FILE", "detect_format", "load_trace", "read_trace"]
+
+#: LISA platform info of the target a trace was recorded on, beside the trace (LISA's own
+#: convention: its test bundles save ``platform.yml`` with their traces)
+PLATFORM_FILE = "platform.yml"
 
 # Deferred imports in this module: it is the parent of every lisa_ext.trace module, so
 # whatever it imports at the top, every `lisa-ext trace ...` command pays (the LISA parser
@@ -53,7 +58,9 @@ def load_trace(
         on-disk swap of the frames it builds lives in the cache entry
         (``lisa-swap``), so later loads read those frames back; without the
         cache LISA's swap is off unless ``enable_swap``/``swap_dir`` are passed
-        (LISA would write a hidden directory next to the trace).
+        (LISA would write a hidden directory next to the trace). Without a
+        ``plat_info``, a ``platform.yml`` beside the trace (LISA's PlatformInfo
+        format, which the campaign runner writes into each run) is the trace's.
     :raises UserError: if the file does not exist or cannot be read as a trace
         at all; damage that leaves part of it readable gives a
         :class:`~lisa_ext.trace.lisa_parser.TraceDamageWarning` instead.
@@ -82,6 +89,9 @@ def load_trace(
     else:
         kwargs.setdefault("enable_swap", False)
     parser = LisaExtTraceParser if cache else functools.partial(LisaExtTraceParser, cache=False)
+    platform_yml = os.path.join(os.path.dirname(path), PLATFORM_FILE)
+    if "plat_info" not in kwargs and os.path.isfile(platform_yml):
+        kwargs["plat_info"] = import_lisa("lisa.platforms.platinfo").PlatformInfo.from_yaml_map(platform_yml)
     return lisa_trace.Trace(path, parser=parser, **kwargs)
 
 

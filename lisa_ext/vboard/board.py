@@ -4,10 +4,17 @@ State lives in ``$LISA_EXT_CACHE/vboard/run/`` (pidfile, QMP socket, serial log,
 ``state.json``), so ``lisa-ext vboard up`` in one process and ``vboard ssh`` or
 a LISA target in another find the same board. ``target-configs/vboard.yml``
 names the default SSH port (10022) and the default cache's key.
+
+One board per cache, of either architecture: ``x86_64`` (a q35 machine whose
+sockets are LLC domains) or ``arm64`` (a ``virt`` machine whose device tree
+describes a real SoC's clusters, :mod:`lisa_ext.vboard.devicetree`). A board
+object made without settings takes the running board's from its state, so
+every process sees the board that runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -21,12 +28,14 @@ from lisa_ext.errors import UserError
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
 from lisa_ext.ssh import VBOARD_ALIAS, Endpoint, HostKeyError, SshClient, Trust
 from lisa_ext.workbench import workbench_path
-from lisa_ext.vboard import qemu, rootfs
+from lisa_ext.vboard import devicetree, qemu, rootfs
 
 __all__ = [
     "BoardSettings",
+    "TARGET_CONF_NAMES",
     "VirtualBoard",
     "RunningKernel",
+    "board_for_target_conf",
     "default_target_conf_path",
 ]
 
@@ -40,6 +49,21 @@ BASE_CMDLINE = (
     "console=ttyS0,115200 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init "
     "panic=-1 loglevel=5 tsc=reliable"
 )
+#: The arm64 board's: the virt machine's PL011 console; its arch timer needs no help.
+#: ``initcall_blacklist=psci_idle_init``: under QEMU 7.2's TCG, a guest whose CPUs idle in PSCI
+#: CPU_SUSPEND (cpuidle-psci's deep states) stops taking timer interrupts (every CPU halted in the
+#: HVC, jiffies frozen, measured: the boot hangs when the driver registers), so cpuidle-psci is
+#: kept from initialising and lisa_emu_cpuidle (table=dt) registers the same device-tree states,
+#: entered with WFI.
+ARM64_BASE_CMDLINE = (
+    "console=ttyAMA0 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init panic=-1 loglevel=5 "
+    "initcall_blacklist=psci_idle_init"
+)
+
+
+#: The boards' target configs by their ``target-conf`` name, and the architecture each reaches
+#: (``vboard``: the board of this cache, whichever runs; ``vboard-arm64``: the arm64 board).
+TARGET_CONF_NAMES: dict[str, str | None] = {"vboard": None, "vboard-arm64": "arm64"}
 
 
 def default_target_conf_path() -> Path:
@@ -62,6 +86,11 @@ class BoardSettings:
     target_conf, which admits no keys of ours.)
     """
 
+    arch: str = "x86_64"
+    #: arm64: the SoC whose clusters the device tree describes (devicetree.SOCS) and how many
+    #: CPUs of each cluster the board has (default: the SoC's own, e.g. RK3399's 4 + 2)
+    soc: str = "rk3399"
+    cpus_per_cluster: tuple[int, ...] | None = None
     sockets: int = qemu.QemuMachine.sockets
     cores_per_socket: int = qemu.QemuMachine.cores_per_socket
     memory_mb: int = qemu.QemuMachine.memory_mb
@@ -73,17 +102,45 @@ class BoardSettings:
     # registers the TSC's cpufreq transition notifier, which disables
     # schedutil's fast frequency switching ("Fast frequency switching not
     # enabled") and marks the TSC unstable at the first OPP change.
-    cpu: str = qemu.QemuMachine.cpu
+    cpu: str | None = None
     # target-configs/vboard.yml says 10022; $LISA_EXT_VBOARD_PORT moves a second board (with its
     # own $LISA_EXT_CACHE and a copy of that file naming the port) out of the first one's way
     ssh_port: int = field(default_factory=lambda: _port_from_env())
     boot_timeout_s: int = 600
 
     def __post_init__(self):
-        if self.sockets < 2:
+        if self.arch not in qemu.QEMU_BINARIES:
+            raise UserError(f"no virtual board for architecture {self.arch!r}: choose one of "
+                            f"{', '.join(qemu.QEMU_BINARIES)}")
+        if self.memory_mb < 256:
+            raise UserError("the board needs at least 256 MiB of memory")
+        if self.arch == "arm64":
+            if self.soc not in devicetree.SOCS:
+                raise UserError(f"no SoC {self.soc!r} for the arm64 board: choose one of {', '.join(devicetree.SOCS)}")
+            if self.cpus_per_cluster is not None and (not self.cpus_per_cluster or min(self.cpus_per_cluster) < 1
+                                                      or sum(self.cpus_per_cluster) > 8):
+                raise UserError(f"CPUs per cluster {list(self.cpus_per_cluster)}: each cluster needs at least "
+                                "1 CPU, the board at most 8")
+        elif self.sockets < 2:
             raise UserError("the board needs at least 2 sockets (two LLC domains)")
-        if self.cores_per_socket < 1 or self.memory_mb < 256:
-            raise UserError("the board needs at least 1 core per socket and 256 MiB of memory")
+        elif self.cores_per_socket < 1:
+            raise UserError("the board needs at least 1 core per socket")
+
+    @property
+    def qemu_cpu(self) -> str:
+        """QEMU's ``-cpu``: x86 see above; arm64 a Cortex-A72 model for every CPU (v8.0, no
+        pointer authentication, whose emulation makes TCG several times slower)."""
+        return self.cpu or ("cortex-a72" if self.arch == "arm64" else qemu.QemuMachine.cpu)
+
+    @classmethod
+    def from_state(cls, state: dict) -> "BoardSettings":
+        """The settings a running board was booted with (its ``state.json``)."""
+        saved = state.get("settings") or {}
+        fields = {k: v for k, v in saved.items() if k in cls.__dataclass_fields__}
+        if fields.get("cpus_per_cluster") is not None:
+            fields["cpus_per_cluster"] = tuple(fields["cpus_per_cluster"])
+        fields["ssh_port"] = state["ssh_port"]
+        return cls(**fields)
 
 
 @dataclass
@@ -96,18 +153,29 @@ class _State:
     label: str = ""
     deployed_by: str = "boot"
     history: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
 
 
 class VirtualBoard:
-    """The QEMU board of one cache (``$LISA_EXT_CACHE/vboard``)."""
+    """The QEMU board of one cache (``$LISA_EXT_CACHE/vboard``).
+
+    Without ``settings``, a running board's own (its architecture, SoC, shape) or the defaults.
+    """
 
     def __init__(self, settings: BoardSettings | None = None, run_dir: Path | None = None):
-        self.settings = settings or BoardSettings()
         self.run_dir = Path(run_dir) if run_dir else rootfs.vboard_cache_dir() / "run"
         self.pidfile = self.run_dir / "qemu.pid"
         self.qmp_socket = self.run_dir / "qmp.sock"
         self.serial_log = self.run_dir / "serial.log"
         self.state_file = self.run_dir / "state.json"
+        if settings is None:
+            state = self._load_state()
+            settings = BoardSettings.from_state(asdict(state)) if state and state.settings else BoardSettings()
+        self.settings = settings
+
+    @property
+    def arch(self) -> str:
+        return self.settings.arch
 
     # -- state --------------------------------------------------------------
 
@@ -150,7 +218,28 @@ class VirtualBoard:
     # -- boot and stop ------------------------------------------------------
 
     def kernel_cmdline(self, extra: str = "") -> str:
-        return f"{BASE_CMDLINE} {extra}".strip()
+        base = ARM64_BASE_CMDLINE if self.arch == "arm64" else BASE_CMDLINE
+        return f"{base} {extra}".strip()
+
+    def _board_dtb(self, machine: qemu.QemuMachine, soc_dtb: Path | None) -> Path:
+        """The arm64 board's device tree: QEMU's for ``machine`` with the SoC's CPUs (see devicetree)."""
+        if soc_dtb is None or not Path(soc_dtb).is_file():
+            raise UserError(f"the arm64 board needs the {self.settings.soc} device tree compiled from the "
+                            f"kernel's tree (a variant build writes dtbs/{self.settings.soc}.dtb): {soc_dtb}")
+        soc = devicetree.read_soc(Path(soc_dtb).read_bytes(), self.settings.soc, str(soc_dtb))
+        shape = self.settings.cpus_per_cluster or soc.shape()
+        generated = qemu.dump_dtb(machine, self.run_dir / "qemu.dtb")
+        return devicetree.write_board_dtb(generated, soc, shape, self.run_dir / "board.dtb",
+                                          devicetree.SOC_IDLE_POWER_UW.get(self.settings.soc))
+
+    def _shape(self, soc_dtb: Path | None) -> tuple[int, int]:
+        """(sockets, cores per socket) QEMU is given: x86 as set; arm64 one socket of all CPUs."""
+        if self.arch != "arm64":
+            return self.settings.sockets, self.settings.cores_per_socket
+        shape = self.settings.cpus_per_cluster
+        if shape is None and soc_dtb is not None and Path(soc_dtb).is_file():
+            shape = devicetree.read_soc(Path(soc_dtb).read_bytes(), self.settings.soc, str(soc_dtb)).shape()
+        return 1, sum(shape or (1,))
 
     def up(
         self,
@@ -162,12 +251,14 @@ class VirtualBoard:
         cmdline: str = "",
         label: str = "",
         fresh_rootfs: bool = True,
+        soc_dtb: Path | None = None,
     ) -> RunningKernel:
         """Boot ``kernel`` (stopping a running board first) and wait for SSH.
 
         ``modules_dir``/``release`` give the variant's staged modules; ``load``
         the modules init loads at boot; ``cmdline`` is appended to the board's.
-        With ``fresh_rootfs=False`` a running board's disk is kept, as a real
+        ``soc_dtb`` (arm64) is the SoC's compiled device tree the board's is made
+        from. With ``fresh_rootfs=False`` a running board's disk is kept, as a real
         board's is across a kernel switch (LISA's tools stay installed); its
         SSH port is always kept, so open target configurations stay valid.
         """
@@ -175,8 +266,10 @@ class VirtualBoard:
         if not kernel.is_file():
             raise UserError(f"{kernel}: no such kernel image")
         previous = self._load_state()
+        if previous is not None and (previous.settings or {}).get("arch", "x86_64") != self.arch:
+            fresh_rootfs = True  # the other architecture's disk
         self.down(keep_disk=not fresh_rootfs)
-        image = rootfs.ensure_rootfs()
+        image = rootfs.ensure_rootfs(arch=self.arch)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         overlay = self.run_dir / "rootfs.qcow2"
         if fresh_rootfs or previous is None or not overlay.exists():
@@ -190,6 +283,7 @@ class VirtualBoard:
             rootfs.make_empty_disk(modules_disk)  # keeps the scratch disk at /dev/vdc
         scratch = rootfs.make_scratch_disk(self.run_dir / "scratch.img")
         port = self.settings.ssh_port or (previous.ssh_port if previous else qemu.free_loopback_port())
+        sockets, cores = self._shape(soc_dtb)
         machine = qemu.QemuMachine(
             kernel=kernel.resolve(),
             cmdline=self.kernel_cmdline(cmdline),
@@ -200,16 +294,21 @@ class VirtualBoard:
             serial_log=self.serial_log,
             pidfile=self.pidfile,
             qmp_socket=self.qmp_socket,
-            sockets=self.settings.sockets,
-            cores_per_socket=self.settings.cores_per_socket,
+            sockets=sockets,
+            cores_per_socket=cores,
             memory_mb=self.settings.memory_mb,
             accel=self.settings.accel,
-            cpu=self.settings.cpu,
+            cpu=self.settings.qemu_cpu,
+            arch=self.arch,
         )
+        if self.arch == "arm64":
+            machine = dataclasses.replace(machine, dtb=self._board_dtb(machine, soc_dtb))
         started = time.time()
         pid = qemu.launch(machine)
+        settings = {**asdict(self.settings), "ssh_port": port}
         self._save_state(_State(pid=pid, ssh_port=port, kernel=str(kernel.resolve()),
-                                cmdline=machine.cmdline, started_at=started, label=label))
+                                cmdline=machine.cmdline, started_at=started, label=label,
+                                settings=settings))
         log.info("QEMU pid %d booting %s; SSH on 127.0.0.1:%d; serial log %s", pid, kernel, port, self.serial_log)
         running = self.wait_for_ssh()
         log.info("board up in %.1f s: %s %s", time.time() - started, running.release, running.version)
@@ -314,3 +413,13 @@ class VirtualBoard:
         except OSError:
             return "(no serial log)"
         return "\n".join(text.splitlines()[-lines:])
+
+
+def board_for_target_conf(name: str | None) -> "VirtualBoard | None":
+    """The board a target config of ``name`` reaches (its architecture's, booted or not), or None
+    when the name is no board's."""
+    if name not in TARGET_CONF_NAMES:
+        return None
+    board = VirtualBoard()
+    arch = TARGET_CONF_NAMES[name]
+    return board if arch is None or board.arch == arch else VirtualBoard(BoardSettings(arch=arch))

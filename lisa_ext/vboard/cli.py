@@ -13,8 +13,14 @@ from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
 from lisa_ext.target.board import BoardTarget
 from lisa_ext.vboard.board import BoardSettings, VirtualBoard
+from lisa_ext.vboard.devicetree import SOCS
+from lisa_ext.workbench import workbench_path
 
-__all__ = ["register"]
+__all__ = ["DEFAULT_VARIANTS", "register"]
+
+#: what ``vboard up`` boots without --variant or --kernel: each board's baseline
+DEFAULT_VARIANTS = {"x86_64": ("kernels", "iowait-boost", "baseline.yml"),
+                    "arm64": ("kernels", "eas", "baseline.yml")}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,13 +29,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="vboard_command", metavar="ACTION")
     sub.required = True
 
-    up = sub.add_parser("up", help="boot the board with a kernel variant or a bzImage",
+    up = sub.add_parser("up", help="boot the board with a kernel variant or a kernel image",
                         description="Boot the virtual board with a kernel variant (built if needed) "
-                                    "or a kernel image, and wait until it answers over SSH.")
-    source = up.add_mutually_exclusive_group(required=True)
+                                    "or a kernel image, and wait until it answers over SSH. Without "
+                                    "either, the board's baseline variant ("
+                                    + ", ".join(f"{a}: {'/'.join(p[1:])}" for a, p in DEFAULT_VARIANTS.items())
+                                    + ").")
+    source = up.add_mutually_exclusive_group()
     source.add_argument("--variant", type=Path, metavar="VARIANT",
-                        help="kernel variant spec: built if needed, then booted and verified")
-    source.add_argument("--kernel", type=Path, metavar="IMAGE", help="boot this kernel image (bzImage) as is")
+                        help="kernel variant spec: built for the board's architecture if needed, then "
+                             "booted and verified")
+    source.add_argument("--kernel", type=Path, metavar="IMAGE",
+                        help="boot this kernel image (bzImage, or arm64 Image) as is")
     up.add_argument("--modules", type=Path, metavar="DIR",
                     help="with --kernel: staged modules tree (containing lib/modules/<release>)")
     up.add_argument("--load", action="append", default=[], metavar="MODULE",
@@ -38,6 +49,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--method", choices=("boot", "kexec"), default="boot",
                     help="with --variant: restart QEMU (boot, default) or kexec into it on a running board")
     shape = BoardSettings()
+    up.add_argument("--arch", choices=("x86_64", "arm64"), default=shape.arch,
+                    help="x86_64: q35 machine, two sockets; arm64: virt machine with a real SoC's clusters, "
+                         "idle states, OPPs and Energy Model (energy-aware scheduling); default x86_64")
+    up.add_argument("--soc", choices=sorted(SOCS), default=shape.soc,
+                    help=f"arm64: the SoC whose clusters the board has (default {shape.soc})")
+    up.add_argument("--cpus-per-cluster", metavar="N,M", type=_cpu_counts,
+                    help="arm64: CPUs in each cluster, little first (default: the SoC's, e.g. 4,2)")
+    up.add_argument("--soc-dtb", type=Path, metavar="DTB",
+                    help="arm64 with --kernel: the SoC's compiled device tree (a variant build's dtbs/<soc>.dtb)")
     up.add_argument("--sockets", type=int, default=shape.sockets, metavar="N",
                     help=f"sockets, each its own LLC (default {shape.sockets})")
     up.add_argument("--cores-per-socket", type=int, default=shape.cores_per_socket, metavar="N",
@@ -63,10 +83,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(func=_status)
 
 
+def _cpu_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected CPU counts per cluster such as 4,2") from None
+    return counts
+
+
 def _board(args: argparse.Namespace | None = None):
     if args is None:
         return VirtualBoard()
-    return VirtualBoard(BoardSettings(sockets=args.sockets, cores_per_socket=args.cores_per_socket,
+    return VirtualBoard(BoardSettings(arch=args.arch, soc=args.soc, cpus_per_cluster=args.cpus_per_cluster,
+                                      sockets=args.sockets, cores_per_socket=args.cores_per_socket,
                                       memory_mb=args.memory_mb, accel=args.accel))
 
 
@@ -84,16 +113,18 @@ def _release_of(modules: Path) -> str:
 
 def _up(args: argparse.Namespace) -> int:
     _log_to_stderr()
-    board = _board(args)
-    if args.variant is not None:
-        provenance = deploy_variant(BoardTarget(board), args.variant, method=args.method)
+    # a kexec switches the running board, whatever it was booted as
+    board = VirtualBoard() if args.method == "kexec" else _board(args)
+    if args.kernel is None:
+        variant = args.variant or workbench_path(*DEFAULT_VARIANTS[board.arch])
+        provenance = deploy_variant(BoardTarget(board), variant, method=args.method)
         print(json.dumps(provenance, indent=2, default=str))
         return 0
     if args.method != "boot":
         raise UserError("--method kexec needs --variant (the running board must verify what it switches to)")
     release = _release_of(args.modules) if args.modules else None
     running = board.up(args.kernel, modules_dir=args.modules, release=release, load=args.load,
-                       cmdline=args.cmdline, label=args.kernel.name)
+                       cmdline=args.cmdline, label=args.kernel.name, soc_dtb=args.soc_dtb)
     print(f"board up: {running.release} {running.version}; SSH port {board.port}")
     return 0
 

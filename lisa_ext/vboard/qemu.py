@@ -1,9 +1,12 @@
-"""Launch and stop the board's ``qemu-system-x86_64`` process.
+"""Launch and stop the board's QEMU process (``qemu-system-x86_64`` or ``qemu-system-aarch64``).
 
-The guest is a q35 machine under TCG (no KVM needed) with 4 vCPUs laid out as
-2 sockets x 2 cores: each socket has its own emulated L3, so the guest kernel
-builds two LLC scheduling domains and workqueue affinity scopes (``cpu``,
-``smt``, ``cache``, ``numa``, ``system``) really differ. Networking is QEMU's
+The x86_64 guest is a q35 machine under TCG (no KVM needed) with 4 vCPUs laid
+out as 2 sockets x 2 cores: each socket has its own emulated L3, so the guest
+kernel builds two LLC scheduling domains and workqueue affinity scopes (``cpu``,
+``smt``, ``cache``, ``numa``, ``system``) really differ. The arm64 guest is a
+``virt`` machine (GICv3, TCG) booted with a device tree describing a real SoC's
+clusters (:mod:`lisa_ext.vboard.devicetree`); its CPUs all run as the vCPU model
+``cpu`` (QEMU gives every CPU of a machine the same model). Networking is QEMU's
 user-mode stack with ``restrict=on`` (the guest cannot reach anything beyond
 QEMU) and one forward: guest port 22 to a loopback port on the host.
 
@@ -31,7 +34,9 @@ from pathlib import Path
 from lisa_ext.errors import UserError
 
 __all__ = [
+    "QEMU_BINARIES",
     "QemuMachine",
+    "dump_dtb",
     "qemu_command",
     "launch",
     "running_pid",
@@ -40,7 +45,8 @@ __all__ = [
     "free_loopback_port",
 ]
 
-QEMU = "qemu-system-x86_64"
+#: the QEMU system emulator of each board architecture
+QEMU_BINARIES = {"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}
 
 
 @dataclass(frozen=True)
@@ -64,20 +70,48 @@ class QemuMachine:
     cpu: str = "max,vendor=GenuineIntel"
     #: IOPS limit of the scratch disk: each I/O on it is a real wait (an eMMC-like device)
     scratch_iops: int = 500
+    arch: str = "x86_64"
+    #: arm64: the board's device tree (its CPUs are ``sockets`` x ``cores_per_socket`` only in number)
+    dtb: Path | None = None
 
     @property
     def vcpus(self) -> int:
         return self.sockets * self.cores_per_socket
 
+    @property
+    def binary(self) -> str:
+        return QEMU_BINARIES[self.arch]
+
+
+def _machine_args(machine: QemuMachine) -> list[str]:
+    """What decides the hardware QEMU emulates (and so the device tree it generates)."""
+    if machine.arch == "arm64":
+        return ["-machine", "virt,gic-version=3", "-accel", machine.accel, "-cpu", machine.cpu,
+                "-smp", str(machine.vcpus), "-m", str(machine.memory_mb)]
+    return ["-machine", "q35", "-accel", machine.accel, "-cpu", machine.cpu,
+            "-smp", f"{machine.vcpus},sockets={machine.sockets},cores={machine.cores_per_socket},threads=1",
+            "-m", str(machine.memory_mb)]
+
+
+def dump_dtb(machine: QemuMachine, dest: Path) -> Path:
+    """The device tree QEMU generates for the arm64 ``machine`` (``-machine dumpdtb``)."""
+    args = _machine_args(machine)
+    args[1] += f",dumpdtb={dest}"
+    cmd = [machine.binary, *args, "-nodefaults", "-no-user-config", "-display", "none"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise UserError(f"{machine.binary} not found (run: bash scripts/install-system-packages.sh)") from None
+    if proc.returncode != 0 or not dest.is_file():
+        raise UserError(f"{machine.binary} could not dump its device tree: {proc.stderr.strip()}")
+    return dest
+
 
 def qemu_command(machine: QemuMachine) -> list[str]:
+    arm64 = machine.arch == "arm64"
     cmd = [
-        QEMU,
-        "-machine", "q35",
-        "-accel", machine.accel,
-        "-cpu", machine.cpu,
-        "-smp", f"{machine.vcpus},sockets={machine.sockets},cores={machine.cores_per_socket},threads=1",
-        "-m", str(machine.memory_mb),
+        machine.binary,
+        *_machine_args(machine),
         "-nodefaults", "-no-user-config", "-display", "none", "-vga", "none",
         # A guest reboot or panic ends QEMU instead of looping (kexec does not reset).
         "-no-reboot",
@@ -86,6 +120,8 @@ def qemu_command(machine: QemuMachine) -> list[str]:
         "-drive", f"file={machine.rootfs},if=virtio,format=qcow2,cache=unsafe",
         "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{machine.ssh_port}-:22",
         "-device", "virtio-net-pci,netdev=net0",
+        # the arm64 vCPU models have no RNDR: sshd's entropy comes from the host
+        *(["-device", "virtio-rng-pci"] if arm64 else []),
         "-chardev", f"file,id=serial0,path={machine.serial_log}",
         "-serial", "chardev:serial0",
         "-qmp", f"unix:{machine.qmp_socket},server=on,wait=off",
@@ -100,6 +136,11 @@ def qemu_command(machine: QemuMachine) -> list[str]:
                             f"throttling.iops-total={machine.scratch_iops}"]
     at = cmd.index("-netdev")
     cmd[at:at] = disks
+    if arm64:
+        if machine.dtb is None:
+            raise UserError("the arm64 board boots with a device tree (lisa_ext.vboard.devicetree)")
+        at = cmd.index("-append") + 2
+        cmd[at:at] = ["-dtb", str(machine.dtb)]
     return cmd
 
 
@@ -117,7 +158,8 @@ def running_pid(pidfile: Path) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return None
-    return pid if QEMU.encode() in cmdline.split(b"\0")[0] else None
+    argv0 = cmdline.split(b"\0")[0]
+    return pid if any(binary.encode() in argv0 for binary in QEMU_BINARIES.values()) else None
 
 
 def launch(machine: QemuMachine) -> int:
@@ -128,12 +170,12 @@ def launch(machine: QemuMachine) -> int:
     try:
         proc = subprocess.run(qemu_command(machine), capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
-        raise UserError(f"{QEMU} not found (run: bash scripts/install-system-packages.sh)") from None
+        raise UserError(f"{machine.binary} not found (run: bash scripts/install-system-packages.sh)") from None
     if proc.returncode != 0:
-        raise UserError(f"{QEMU} failed to start: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise UserError(f"{machine.binary} failed to start: {proc.stderr.strip() or proc.stdout.strip()}")
     pid = running_pid(machine.pidfile)
     if pid is None:
-        raise UserError(f"{QEMU} exited right after starting; serial log: {machine.serial_log}")
+        raise UserError(f"{machine.binary} exited right after starting; serial log: {machine.serial_log}")
     return pid
 
 

@@ -1,10 +1,20 @@
 """Disks of the virtual board: the cached Debian rootfs and a per-boot modules disk.
 
-The rootfs is built once per cache with ``debootstrap`` (Debian bookworm, minbase
-plus the tools a study runs: sshd, trace-cmd, rt-app, fio, kexec-tools, ...),
-then packed into an ext4 image with ``mkfs.ext4 -d``, which needs no loop mount.
-Every boot runs on a throw-away qcow2 overlay of that image, so the cached image
-never changes and a crashed guest leaves nothing behind.
+The rootfs is built once per cache and architecture with ``debootstrap`` (Debian
+bookworm, minbase plus the tools a study runs), then packed into an ext4 image
+with ``mkfs.ext4 -d``, which needs no loop mount. Every boot runs on a throw-away
+qcow2 overlay of that image, so the cached image never changes and a crashed
+guest leaves nothing behind.
+
+* x86_64: sshd, trace-cmd, rt-app, fio, PostgreSQL, kexec-tools, ... installed by
+  a plain ``debootstrap``.
+* arm64: only what a user's freshly installed arm64 board has (sshd, kexec-tools,
+  kmod, iproute2, procps, tini): LISA pushes its own arm64 trace-cmd and rt-app
+  when a campaign first needs them, as on any board. The packages are resolved and
+  fetched by ``debootstrap --foreign`` (which runs nothing of the foreign
+  architecture), unpacked with ``dpkg-deb -x``, and the few things their
+  maintainer scripts would do on the board (accounts, sshd's configuration) are
+  done here, on the host: no binfmt_misc, no emulated ``dpkg --configure``.
 
 A kernel variant's modules travel on a second, small ext4 disk made per boot
 from the variant's staged ``lib/modules/<release>`` tree; the guest's init
@@ -15,6 +25,8 @@ Cache layout, under ``$LISA_EXT_CACHE/vboard`` (default ``~/.cache/lisa-ext``)::
 
     debootstrap-<key>/    the unpacked Debian system (reused when only our files change)
     rootfs-<key>.ext4     the packed image booted by QEMU
+    arm64/debootstrap-<key>/, arm64/rootfs-<key>.ext4
+                          the same for the arm64 board
     ssh/id_ed25519[.pub]  the key pair authorised for root in the guest
     ssh/host_ed25519_key[.pub], ssh/known_hosts
                           the guest's only host key, and the pin the host checks it against
@@ -41,6 +53,8 @@ from lisa_ext.staged_modules import MODULES_LOAD_FILE, find_release_dir
 from lisa_ext.workbench import cache_root
 
 __all__ = [
+    "ARCHES",
+    "ARM64_ROOTFS_PACKAGES",
     "ROOTFS_PACKAGES",
     "Rootfs",
     "cache_root",
@@ -82,6 +96,20 @@ ROOTFS_PACKAGES: tuple[str, ...] = (
     "tini",
 )
 
+#: What a freshly installed arm64 board has: sshd, kexec for kernel switches, modprobe, ip, ps, and
+#: tini as PID 1's reaper. trace-cmd and rt-app are LISA's, pushed by the campaign runner.
+ARM64_ROOTFS_PACKAGES: tuple[str, ...] = (
+    "openssh-server",
+    "kexec-tools",
+    "kmod",
+    "iproute2",
+    "procps",
+    "tini",
+)
+
+#: The boards' architectures (kernel ARCH names) and their Debian ones.
+ARCHES = {"x86_64": "amd64", "arm64": "arm64"}
+
 #: Free space left in the image for traces and workload files, on top of the system.
 _IMAGE_HEADROOM = 768 * 1024 * 1024
 
@@ -96,10 +124,24 @@ MaxSessions 64
 MaxStartups 64
 """
 
+#: The arm64 board's whole sshd_config: openssh-server's postinst, which writes Debian's (with
+#: PAM) on an installed system, is not run there.
+_ARM64_SSHD_MAIN = """\
+Include /etc/ssh/sshd_config.d/*.conf
+UsePAM no
+PrintMotd no
+Subsystem sftp /usr/lib/openssh/sftp-server
+"""
+
 
 
 def vboard_cache_dir() -> Path:
     return cache_root() / "vboard"
+
+
+def _arch_cache_dir(arch: str) -> Path:
+    """Where one architecture's rootfs lives: the x86 board's at the top, as always."""
+    return vboard_cache_dir() if arch == "x86_64" else vboard_cache_dir() / arch
 
 
 def ssh_key_path() -> Path:
@@ -221,15 +263,19 @@ def _debootstrap(stage: Path, mirror: str) -> None:
               SUITE, str(tmp), mirror], what="debootstrap", log_file=log_file, env=env)
     finally:
         _unmount_below(tmp)
-    # Package archives, indices and documentation are not needed on the board:
-    # a smaller image packs and boots faster.
+    _strip(tmp)
+    os.replace(tmp, stage)
+
+
+def _strip(tree: Path) -> None:
+    """Package archives, indices and documentation are not needed on the board:
+    a smaller image packs and boots faster."""
     for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
-        for entry in (tmp / junk).glob("*"):
+        for entry in (tree / junk).glob("*"):
             if entry.is_file():
                 entry.unlink()
     for docs in ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale"):
-        shutil.rmtree(tmp / docs, ignore_errors=True)
-    os.replace(tmp, stage)
+        shutil.rmtree(tree / docs, ignore_errors=True)
 
 
 def _install_host_key(stage: Path) -> None:
@@ -241,6 +287,67 @@ def _install_host_key(stage: Path) -> None:
         dest = ssh_etc / f"ssh_host_ed25519_key{suffix}"
         shutil.copyfile(host_key_path().with_name(host_key_path().name + suffix), dest)
         dest.chmod(0o600 if not suffix else 0o644)
+
+
+def _extract_foreign(stage: Path) -> None:
+    """Unpack what ``debootstrap --foreign`` fetched but left packed (all but the ``required`` set).
+
+    Into the merged-/usr layout debootstrap made: ``tar --keep-directory-symlink``, since a plain
+    ``dpkg-deb -x`` would replace the ``/bin``, ``/lib`` and ``/sbin`` links with directories."""
+    boot = stage / "debootstrap"
+    paths = dict(line.split(" ", 1) for line in (boot / "debpaths").read_text().splitlines() if " " in line)
+    for package in (boot / "base").read_text().split():
+        deb = stage / paths[package].lstrip("/")
+        with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as unpack:
+            _run(["tar", "-x", "--keep-directory-symlink", "-C", str(stage)], what=f"unpacking {deb.name}",
+                 stdin=unpack.stdout)
+        if unpack.returncode:
+            raise UserError(f"dpkg-deb --fsys-tarfile {deb} failed with exit code {unpack.returncode}")
+    # debootstrap links /proc to the host's when it cannot mount it (in a container): the
+    # board mounts its own there
+    for mount_point in ("proc", "sys", "dev"):
+        path = stage / mount_point
+        if path.is_symlink():
+            path.unlink()
+        path.mkdir(exist_ok=True)
+
+
+def _write_accounts(stage: Path) -> None:
+    """passwd, group and their shadows from base-passwd's masters, plus sshd's privilege-separation
+    user (base-passwd's and openssh-server's maintainer scripts do this on an installed system)."""
+    masters = stage / "usr" / "share" / "base-passwd"
+    passwd = (masters / "passwd.master").read_text() + "sshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n"
+    group = (masters / "group.master").read_text()
+    etc = stage / "etc"
+    (etc / "passwd").write_text(passwd)
+    (etc / "group").write_text(group)
+    # "*": no password, but not a locked account (sshd refuses key logins to locked ones)
+    (etc / "shadow").write_text("".join(f"{line.split(':')[0]}:*:19000:0:99999:7:::\n"
+                                        for line in passwd.splitlines() if line))
+    (etc / "gshadow").write_text("".join(f"{line.split(':')[0]}:*::\n" for line in group.splitlines() if line))
+    for name in ("shadow", "gshadow"):
+        (etc / name).chmod(0o640)
+
+
+def _debootstrap_foreign(stage: Path, mirror: str, debian_arch: str, packages: Sequence[str]) -> None:
+    """A Debian system of another architecture, unpacked and configured without running any of it."""
+    if os.geteuid() != 0:
+        raise UserError("building the virtual board's rootfs needs root (debootstrap, file ownership)")
+    tmp = stage.with_name(stage.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    log_file = stage.parent / "debootstrap.log"
+    log.info("debootstrap --foreign %s %s into %s (a few minutes, once per cache; log: %s)",
+             debian_arch, SUITE, stage, log_file)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run(["debootstrap", "--foreign", f"--arch={debian_arch}", "--variant=minbase",
+          "--include=" + ",".join(packages), SUITE, str(tmp), mirror],
+         what="debootstrap --foreign", log_file=log_file, env=env)
+    _extract_foreign(tmp)
+    _write_accounts(tmp)
+    (tmp / "etc" / "ssh" / "sshd_config").write_text(_ARM64_SSHD_MAIN)
+    shutil.rmtree(tmp / "debootstrap")
+    _strip(tmp)
+    os.replace(tmp, stage)
 
 
 def _configure(stage: Path, public_key: bytes) -> None:
@@ -277,28 +384,38 @@ def _mkfs_from_dir(source: Path, image: Path, *, label: str, headroom: int) -> N
          what=f"mkfs.ext4 -d {source}")
 
 
-def ensure_rootfs(*, mirror: str | None = None) -> Rootfs:
-    """Return the cached rootfs image, building what is missing.
+def ensure_rootfs(*, arch: str = "x86_64", mirror: str | None = None) -> Rootfs:
+    """Return the cached rootfs image of the ``arch`` board, building what is missing.
 
-    The debootstrap tree is keyed by the suite and package list, the image by
-    that plus lisa-ext's own files (init, sshd config, authorised key), so
+    The debootstrap tree is keyed by the suite, architecture and package list, the
+    image by that plus lisa-ext's own files (init, sshd config, authorised key), so
     changing the init script repacks the image in seconds without a new
     debootstrap.
     """
+    if arch not in ARCHES:
+        raise UserError(f"no virtual board for architecture {arch!r}: choose one of {', '.join(ARCHES)}")
     mirror = mirror or os.environ.get("LISA_EXT_DEBIAN_MIRROR") or DEFAULT_MIRROR
-    cache = vboard_cache_dir()
-    with _cache_lock(cache):
+    cache = _arch_cache_dir(arch)
+    with _cache_lock(vboard_cache_dir()):
         key_path = ensure_ssh_key()
         public_key = key_path.with_name(key_path.name + ".pub").read_bytes()
         pin = ensure_host_key()
-        stage_key = _digest(SUITE, "minbase", *ROOTFS_PACKAGES)
+        if arch == "x86_64":
+            stage_key = _digest(SUITE, "minbase", *ROOTFS_PACKAGES)
+        else:
+            stage_key = _digest(SUITE, "minbase", "foreign-2", ARCHES[arch], *ARM64_ROOTFS_PACKAGES,
+                                _ARM64_SSHD_MAIN)
         stage = cache / f"debootstrap-{stage_key}"
         image_key = _digest(stage_key, _init_script(), _SSHD_CONFIG, public_key, pin.read_bytes())
         image = cache / f"rootfs-{image_key}.ext4"
         if image.exists():
             return Rootfs(image=image, ssh_key=key_path, key=image_key)
+        cache.mkdir(parents=True, exist_ok=True)
         if not stage.exists():
-            _debootstrap(stage, mirror)
+            if arch == "x86_64":
+                _debootstrap(stage, mirror)
+            else:
+                _debootstrap_foreign(stage, mirror, ARCHES[arch], ARM64_ROOTFS_PACKAGES)
         _configure(stage, public_key)
         tmp = image.with_name(image.name + ".partial")
         log.info("packing %s", image)
