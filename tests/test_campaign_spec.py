@@ -114,13 +114,13 @@ def test_bad_values(tmp_path, old, new, expected):
     assert expected in bad(tmp_path, old, new)
 
 
-def test_board_timing_defaults_to_faithful_and_can_be_overridden(tmp_path):
+def test_board_timing_defaults_to_decisions_and_can_be_overridden(tmp_path):
     path = write_spec(tmp_path / "spec.yml", GOOD)
-    assert load_spec(path).board_timing == "faithful"
-    assert load_spec(path, board_timing="decisions").board_timing == "decisions"
-    path = write_spec(tmp_path / "decisions.yml", GOOD.replace("iterations: 2", "iterations: 2\nboard-timing: decisions"))
     assert load_spec(path).board_timing == "decisions"
     assert load_spec(path, board_timing="faithful").board_timing == "faithful"
+    path = write_spec(tmp_path / "faithful.yml", GOOD.replace("iterations: 2", "iterations: 2\nboard-timing: faithful"))
+    assert load_spec(path).board_timing == "faithful"
+    assert load_spec(path, board_timing="decisions").board_timing == "decisions"
     with pytest.raises(SpecError, match="board-timing: 'slow' is not one of: faithful, decisions"):
         load_spec(path, board_timing="slow")
 

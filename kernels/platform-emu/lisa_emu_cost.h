@@ -60,7 +60,15 @@ static __always_inline void emu_arch_wait_for_irq(void)
 
 /* ---- the timing switch ---- */
 
-static bool emu_faithful = true;
+/*
+ * Off by default: while a CPU is busy below f_max, the speed's slice timer is
+ * armed, and a CPU going idle still has it queued when the governor asks how
+ * long it will sleep (tick_nohz_get_sleep_length(); the cpu_idle probe that
+ * cancels it runs after the choice), so menu and teo see a sleep of at most
+ * one slice and pick shallow states. Until that is fixed faithful timing is
+ * opt-in.
+ */
+static bool emu_faithful;
 /* Called after each write of the parameter, once the module set it up (may be NULL). */
 static void (*emu_timing_changed)(void);
 
@@ -89,8 +97,8 @@ static const struct kernel_param_ops emu_timing_ops = {
 
 #define EMU_TIMING_PARAM(what)							\
 	module_param_cb(timing, &emu_timing_ops, NULL, 0644);			\
-	MODULE_PARM_DESC(timing, "faithful: pay " what " with the vCPU halted (default); "	\
-			 "decisions: pay nothing")
+	MODULE_PARM_DESC(timing, "faithful: pay " what " with the vCPU halted; "	\
+			 "decisions: pay nothing (default)")
 
 /*
  * ---- halting until a deadline ----

@@ -1,18 +1,22 @@
 """The board's timing switch: whether the emulation modules pay for the kernel's decisions.
 
-``faithful`` (the default): an emulated idle state's exit latency delays the woken CPU and an
+``faithful``: an emulated idle state's exit latency delays the woken CPU and an
 emulated OPP gives the CPU ``f / f_max`` of its speed (``kernels/platform-emu/lisa_emu_cost.h``
-says how). ``decisions``: the tables only steer the governors, every state is a plain halt and
+says how). ``decisions`` (the default): the tables only steer the governors, every state is a plain halt and
 every OPP runs at the vCPU's speed (faster to run; the throughput, latency and energy effects of
 the decisions do not show).
 
 The switch is the ``timing`` parameter of ``lisa_emu_cpuidle`` and ``lisa_emu_cpufreq``, writable
 at run time. A campaign sets it before each run from its spec's ``board-timing`` (default
-``faithful``; ``lisa-ext campaign run --board-timing`` and ``study run --board-timing`` override
+``decisions``; ``lisa-ext campaign run --board-timing`` and ``study run --board-timing`` override
 it) on targets that run the modules, and records what the modules report in each run's
 ``meta.json`` (``board_timing``, and every module parameter under ``kernel.emulation``). On a
-board up by hand: ``lisa-ext vboard ssh 'echo decisions > /sys/module/lisa_emu_cpufreq/parameters/timing'``
+board up by hand: ``lisa-ext vboard ssh 'echo faithful > /sys/module/lisa_emu_cpufreq/parameters/timing'``
 (and the same for ``lisa_emu_cpuidle``), until its next boot.
+
+Faithful timing is opt-in because it biases the idle governors: the slice timer that takes a
+slow CPU's time away is still queued when the CPU goes idle and the governor asks how long it
+will sleep, so menu and teo pick shallow states (docs/vboard.md says more).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ __all__ = ["DEFAULT_TIMING", "EMULATION_PARAMS_COMMAND", "MODULES", "TIMINGS", "
            "timing_knobs", "timing_of"]
 
 TIMINGS = ("faithful", "decisions")
-DEFAULT_TIMING = "faithful"
+DEFAULT_TIMING = "decisions"
 #: the emulation modules that have a ``timing`` parameter
 MODULES = ("lisa_emu_cpuidle", "lisa_emu_cpufreq")
 #: one line ``<path> <value>`` per parameter of every loaded emulation module
