@@ -166,10 +166,13 @@ class Trust:
         lines = [line.strip() for line in stderr.splitlines()
                  if line.strip() and not line.startswith("@") and "Please contact" not in line]
         said = " ".join(lines)[-600:]
+        changed = "HAS CHANGED" in stderr
         hint = (f" If the change is expected, forget the old key with: ssh-keygen -R '{self.name}' -f {self.file}"
-                if "HAS CHANGED" in stderr else
+                if changed else
                 f" Check its fingerprint and pin it with: {self.pin_hint}" if self.pin_hint else "")
-        return HostKeyError(f"{self.name}: the host key is not the one pinned in {self.file} "
+        # the words that matter first: ssh's own text is cut to its end, and its banner is dropped
+        what = "the host key has changed: it" if changed else "the host key"
+        return HostKeyError(f"{self.name}: {what} is not the one pinned in {self.file} "
                             f"(ssh: {said}).{hint}")
 
 

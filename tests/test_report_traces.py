@@ -137,7 +137,7 @@ def test_report_on_a_phone_systrace(tmp_path):
     assert "frequency_residency: skipped" not in readme
     assert "idle_miss: skipped, trace lacks cpu_idle_miss" in readme
     html = (report / "figures.html").read_text()
-    assert "frequency (kHz)" in html and "idle state (-1 = running)" in html
+    assert "frequency (MHz)" in html and "idle state (-1 = running)" in html
     # n = 1: shown, flagged, never starred
     mmtests = (report / "comparison.mmtests.txt").read_text()
     assert "Amean     trace wakeup latency mean" in mmtests
