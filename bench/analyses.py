@@ -78,9 +78,10 @@ def main() -> int:
     print(f"trace: {args.trace}: {sum(len(trace.df_event(e)) for e in trace.available_events)} events read")
     print(f"ingest, first time: {first_ingest:.2f} s")
 
-    # energy prices cpu_frequency/cpu_idle with a platform power model; the benchmark
-    # trace comes from a host with neither cpufreq nor cpuidle states
-    names = [n for n in NAMES if n != "energy"]
+    # energy prices cpu_frequency/cpu_idle with a platform power model, and capacity-placement
+    # needs the CPUs' capacities: the benchmark trace comes from a host with neither cpufreq nor
+    # cpuidle states, and CPUs of one capacity
+    names = [n for n in NAMES if n not in ("energy", "capacity-placement")]
     per_name: dict[str, list[float]] = {n: [] for n in names}
     skipped: dict[str, str] = {}
     cpu_totals: list[float] = []
