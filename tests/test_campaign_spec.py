@@ -200,3 +200,19 @@ def test_stored_copy_matches_the_runs_not_the_report_settings(tmp_path):
     # what older versions stored for a smoke campaign: the file as written
     assert stored_spec_matches(smoke, load_yaml(tmp_path / "m.yml", "spec"))
     assert not stored_spec_matches(smoke, load_yaml(tmp_path / "m.yml", "spec"), legacy=False)
+
+
+def test_resuming_with_another_board_timing_is_one_error(tmp_path):
+    """A campaign's runs are never a mix of timings: resuming with another is refused, naming it."""
+    from lisa_ext.campaign.runner import CampaignRunner
+    from lisa_ext.errors import UserError
+
+    path = write_spec(tmp_path / "spec.yml", GOOD)
+    out = tmp_path / "out"
+    first = CampaignRunner(load_spec(path, board_timing="faithful"), out)
+    first._open_store()
+    first._save_state()  # as after its first run
+    CampaignRunner(load_spec(path, board_timing="faithful"), out, resume=True)._open_store()
+    with pytest.raises(UserError, match=f"{out} was run with board timing faithful; resume it with "
+                                        "--board-timing faithful"):
+        CampaignRunner(load_spec(path), out, resume=True)._open_store()

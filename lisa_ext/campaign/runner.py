@@ -205,7 +205,7 @@ class CampaignRunner:
         self.state.setdefault("created", _now())
         timing = self.state.setdefault("board_timing", self.spec.board_timing)
         if timing != self.spec.board_timing:
-            raise UserError(f"{root} was run with board timing {timing}; resume it with --board-timing "
+            raise UserError(f"{store.root} was run with board timing {timing}; resume it with --board-timing "
                             f"{timing}, or run {self.spec.board_timing} into another directory")
 
     def _save_state(self) -> None:
