@@ -151,7 +151,9 @@ def test_killed_qemu_run_is_retried_and_done(faulty_campaign):
     hung = _meta(out, "good/io/1")["target_lost"]
     assert len(hung) == 1 and "did not answer over SSH" in hung[0]["reason"]
     noticed = hung[0]["lost_at_unix"] - float((out / "hung_at_unix").read_text())
-    assert 0 <= noticed < 90  # 3 missed probes, each 5 s apart with a 10 s timeout
+    # 3 missed probes, each 5 s apart: an SSH timeout of 10 s, then QEMU's monitor asked for 5 s
+    # (a stopped QEMU answers neither; a busy guest's monitor answers): 60 s, twice that on a busy host
+    assert 0 <= noticed < 120
     print(f"QEMU stopped (hang): noticed in {noticed:.1f} s, recovered in {hung[0]['recovery_s']} s")
 
 
