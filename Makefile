@@ -10,8 +10,9 @@ STAMP := $(VENV)/.installed
 run: setup
 	$(BIN)/lisa-ext quickstart
 
+# the board's tests and the host's side by side, one core each (scripts/run-tests.sh)
 test: setup
-	$(BIN)/python -m pytest
+	@bash scripts/run-tests.sh
 
 # only the studies at smoke size on the x86 virtual board (make test runs them too; ~30 min)
 test-studies: setup

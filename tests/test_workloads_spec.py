@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,6 +109,23 @@ def test_build_refuses_a_wrong_source_tree(tmp_path):
         build_tool("schbench", tmp_path)
     with pytest.raises(UserError, match="lisa-ext builds schbench, ebizzy"):
         build_tool("geekbench", tmp_path)
+
+
+def test_two_processes_building_the_same_tool_both_get_it(tmp_path):
+    """`make test` runs the board tests beside the host tests: both may build ebizzy at once."""
+    from workload_tools import SOURCES, require_sources
+
+    require_sources()
+    code = ("import sys; from lisa_ext.campaign.tools import build_tool; "
+            "print(build_tool('ebizzy', sys.argv[1]))")
+    env = {**os.environ, "LISA_EXT_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(SOURCES["ebizzy"])], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in outs]
+    paths = {out.strip() for out, _ in outs}
+    assert len(paths) == 1 and Path(paths.pop()).is_file()
+    assert [d.name for d in (tmp_path / "tools").iterdir() if d.name.endswith(".part")] == []
 
 
 def test_cached_builds_are_installed_where_missing(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ import platform
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -78,8 +79,10 @@ def build_tool(name: str, src: str | os.PathLike) -> Path:
     binary = build_dir / recipe.binary
     if binary.is_file():
         return binary
-    tmp = build_dir.with_name(build_dir.name + ".part")
-    shutil.rmtree(tmp, ignore_errors=True)
+    # a build of its own beside the entry: two processes building the same tool at once (the
+    # board tests and the host tests of `make test`) must not build in, or remove, each other's
+    build_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=build_dir.name + ".", suffix=".part", dir=build_dir.parent)) / "tree"
     shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(".git"))
     for command in recipe.commands:
         proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
@@ -88,8 +91,13 @@ def build_tool(name: str, src: str | os.PathLike) -> Path:
             raise UserError(f"building {name} in {tmp}: {' '.join(command)} failed: {' | '.join(last)}")
     if not (tmp / recipe.binary).is_file():
         raise UserError(f"building {name} in {tmp} produced no {recipe.binary}")
-    shutil.rmtree(build_dir, ignore_errors=True)
-    os.replace(tmp, build_dir)
+    try:
+        os.rename(tmp, build_dir)
+    except OSError:
+        if not binary.is_file():  # not another process's finished build: a stale entry
+            shutil.rmtree(build_dir, ignore_errors=True)
+            os.rename(tmp, build_dir)
+    shutil.rmtree(tmp.parent, ignore_errors=True)
     return binary
 
 
