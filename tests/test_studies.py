@@ -60,6 +60,27 @@ def test_notebook_calls_exist(s):
     assert len(tagged) == 1 and "campaign_dir" in tagged[0].source
 
 
+@pytest.mark.parametrize("s", STUDIES, ids=lambda s: s.name)
+def test_notebook_names_are_all_bound(s):
+    """Every name a cell reads is bound by some cell (or is a builtin): a branch that only runs on
+    another platform (the arm64 board's placement figure) must not end in a NameError there."""
+    import builtins
+
+    tree = ast.parse(_code(s.notebook))
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert not read - bound, f"{s.notebook.name} reads names no cell binds: {sorted(read - bound)}"
+
+
 def _subclasses(cls):
     for sub in cls.__subclasses__():
         yield sub
