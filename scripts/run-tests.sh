@@ -1,45 +1,72 @@
 #!/usr/bin/env bash
-# `make test`: the board's tests beside the others, in two pytest processes.
+# `make test`: the suite in four pytest processes, laid out for two cores.
 #
-# The virtual board runs single-threaded TCG, so its tests (marker vboard: boots, the five smoke
-# studies) keep about one core busy and leave the other idle for most of their hour; the host's
-# tests (everything else) fill that core. The baseline kernel build, which the board's tests all
-# wait for and which keeps both cores busy, goes first and alone (tests/test_kernel_build.py).
-# Each pytest has its own base temporary directory; the halves' lines are interleaved, prefixed
-# [board] and [host]; the exit status is the first failing one's. Arguments go to every pytest
-# (e.g. -x, -k EXPR).
+# The virtual board runs single-threaded TCG: a board keeps about one core busy, so two boards,
+# or one board and the host's tests, fill the two cores. In order:
+#
+#   build   tests/test_kernel_build.py alone: the baseline kernel every board test waits for,
+#           built on both cores
+#   board   the studies at smoke size and the board's own checks, on the cache's board
+#   host    every test without the vboard marker, beside `board`; then
+#   board2  the other board tests, on a second board beside `board`: its own cache
+#           ($cache-board2, sharing the kernel builds, ccache and tool builds) and SSH port
+#
+# Each pytest has its own base temporary directory; lines are prefixed with the process's name;
+# the exit status is the first failing one's. Arguments go to every pytest (e.g. -x, -k EXPR).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python=.venv/bin/python
 base=$(mktemp -d "${TMPDIR:-/tmp}/lisa-ext-test.XXXXXX")
-echo "test temporary directories: $base/build, $base/board, $base/host"
+cache=${LISA_EXT_CACHE:-$HOME/.cache/lisa-ext}
+second_cache=$cache-board2
+second_port=${LISA_EXT_SECOND_BOARD_PORT:-10122}
+echo "test temporary directories: $base/{build,board,host,board2}"
 
-half() {  # NAME MARKER ARGS...: one pytest, its lines prefixed with NAME
+build_tests=(tests/test_kernel_build.py)
+board_tests=(tests/test_kernel_emulation.py tests/test_kernel_switches.py tests/test_studies_smoke.py
+             tests/test_vboard_boot.py)
+ignored=()
+for t in "${build_tests[@]}" "${board_tests[@]}"; do
+    ignored+=(--ignore "$t")
+done
+
+run() {  # NAME MARKER ARGS...: one pytest, its lines prefixed with NAME
     local name=$1 marker=$2
     shift 2
     "$python" -m pytest -m "$marker" --basetemp "$base/$name" "$@" 2>&1 | sed -u "s/^/[$name] /"
-    return "${PIPESTATUS[0]}"
+    local rc=${PIPESTATUS[0]}
+    echo "[$name] finished after $(( (SECONDS - started) / 60 )) min, exit status $rc"
+    return "$rc"
+}
+
+second_board_cache() {  # the second board's cache: kernels, ccache and tools are the first's
+    mkdir -p "$second_cache"
+    for shared in kernels ccache tools; do
+        mkdir -p "$cache/$shared"
+        [ -e "$second_cache/$shared" ] || ln -s "$cache/$shared" "$second_cache/$shared"
+    done
 }
 
 started=$SECONDS
-first=tests/test_kernel_build.py
-half build "vboard and not arm64" "$@" "$first"
+board_markers="vboard and not arm64"
+run build "$board_markers" "$@" "${build_tests[@]}"
 build_rc=$?
-echo "[build] finished after $(( (SECONDS - started) / 60 )) min, exit status $build_rc"
-half board "vboard and not arm64" --ignore "$first" "$@" &
+run board "$board_markers" "$@" "${board_tests[@]}" &
 board_pid=$!
-half host "not vboard and not arm64" --ignore "$first" "$@"
+run host "not vboard and not arm64" "$@"
 host_rc=$?
-echo "[host] finished after $(( (SECONDS - started) / 60 )) min, exit status $host_rc"
+second_board_cache
+LISA_EXT_CACHE=$second_cache LISA_EXT_VBOARD_PORT=$second_port run board2 "$board_markers" "${ignored[@]}" "$@"
+board2_rc=$?
 wait "$board_pid"
 board_rc=$?
-echo "[board] finished after $(( (SECONDS - started) / 60 )) min, exit status $board_rc"
-# pytest's 5 (nothing collected) is not a failure of a half that -k filtered empty
-for rc in "$build_rc" "$host_rc" "$board_rc"; do
+
+# pytest's 5 (nothing collected) is not a failure: -k may leave a process nothing to run
+all=("$build_rc" "$board_rc" "$host_rc" "$board2_rc")
+for rc in "${all[@]}"; do
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
         exit "$rc"
     fi
 done
-if [ "$build_rc" -eq 5 ] && [ "$host_rc" -eq 5 ] && [ "$board_rc" -eq 5 ]; then
-    exit 5
-fi
+[ "${all[*]}" = "5 5 5 5" ] && exit 5
+exit 0
