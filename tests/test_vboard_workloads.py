@@ -81,12 +81,14 @@ workloads:
     out = tmp_path / "out"
     runner = subprocess.Popen(LISA_EXT + ["campaign", "run", str(spec), "--out", str(out), "--no-progress"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # watched from inside the guest every 0.2 s: fio runs 8 s, and on a busy host two SSH
+    # handshakes per look from here (one to each check) were slow enough to miss all of it
+    probe = ("for i in $(seq 150); do dmsetup ls 2>/dev/null | grep -q lisa-ext-crypt && "
+             "pgrep -x fio >/dev/null && { echo running; exit 0; }; sleep 0.2; done; true")
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline and runner.poll() is None:
-        if "lisa-ext-crypt" in guest(board, "dmsetup ls 2>/dev/null; true") and \
-                "fio" in guest(board, "ps -eo comm= | grep -x fio; true"):
+        if "running" in guest(board, probe):
             break
-        time.sleep(1)
     else:
         runner.kill()
         pytest.fail(f"fio never ran on the dm-crypt device: {runner.communicate()[1][-2000:]}")
