@@ -14,7 +14,7 @@ run: setup
 test: setup
 	@bash scripts/run-tests.sh
 
-# only the studies at smoke size on the x86 virtual board (make test runs them too; ~30 min)
+# only the studies at smoke size on the x86 virtual board (make test runs them too; ~40 min)
 test-studies: setup
 	$(BIN)/python -m pytest tests/test_studies_smoke.py
 

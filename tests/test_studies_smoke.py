@@ -33,10 +33,11 @@ from workload_tools import install_built_tools
 pytestmark = pytest.mark.vboard
 
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
-#: Smoke minutes on the board in one CI run from an empty cache on this 2-core machine (the whole
-#: `.ci/run`: 66.6 min, first kernel build 10.5 min included): iowait-boost 6.4, idle-gating 6.4,
-#: wq-affinity 5.6, ondemand-bursty 4.3, teo-util 3.2. A run's `meta.json` `phases_s` shows where
-#: its time goes (mostly the reboot between kernel variants and trace-cmd starting/stopping).
+#: Smoke minutes on the board in one CI-like run from an empty cache on this 2-core machine (the
+#: whole `.ci/run`: 67.4 min, with a second board running the other board tests beside this one):
+#: idle-gating 12.5, iowait-boost 11.2, wq-affinity 10.7, ondemand-bursty 6.8, teo-util 4.7. A run's
+#: `meta.json` `phases_s` shows where its time goes (mostly the reboot between kernel variants,
+#: trace-cmd starting/stopping and pgbench's server setup).
 STUDIES = ["teo-util", "iowait-boost", "ondemand-bursty", "idle-gating", "wq-affinity"]
 #: what no executed notebook may show (fixed at the cause, never silenced)
 NOISE = re.compile(r"Traceback|Warning:|WARNING|ERROR|DeprecationWarning|RuntimeWarning")
