@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 run: setup
 	$(BIN)/lisa-ext quickstart
 
-# the board's tests and the host's side by side, one core each (scripts/run-tests.sh)
+# the baseline kernel first, then two boards and the host's tests side by side (scripts/run-tests.sh)
 test: setup
 	@bash scripts/run-tests.sh
 
