@@ -11,8 +11,9 @@
 #   board2  the other board tests, on a second board beside `board`: its own cache
 #           ($cache-board2, sharing the kernel builds, ccache and tool builds) and SSH port
 #
-# Each pytest has its own base temporary directory; lines are prefixed with the process's name;
-# the exit status is the first failing one's. Arguments go to every pytest (e.g. -x, -k EXPR).
+# Each pytest has its own base temporary directory and log ($base/NAME.log); lines are prefixed
+# with the process's name, and a summary of what failed closes the output; the exit status is the
+# first failing one's. Arguments go to every pytest (e.g. -x, -k EXPR).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python=.venv/bin/python
@@ -33,7 +34,8 @@ done
 run() {  # NAME MARKER ARGS...: one pytest, its lines prefixed with NAME
     local name=$1 marker=$2
     shift 2
-    "$python" -m pytest -m "$marker" --basetemp "$base/$name" "$@" 2>&1 | sed -u "s/^/[$name] /"
+    "$python" -m pytest -m "$marker" --basetemp "$base/$name" "$@" 2>&1 \
+        | tee "$base/$name.log" | sed -u "s/^/[$name] /"
     local rc=${PIPESTATUS[0]}
     echo "[$name] finished after $(( (SECONDS - started) / 60 )) min, exit status $rc"
     return "$rc"
@@ -60,6 +62,14 @@ LISA_EXT_CACHE=$second_cache LISA_EXT_VBOARD_PORT=$second_port run board2 "$boar
 board2_rc=$?
 wait "$board_pid"
 board_rc=$?
+
+# the four outputs interleave and CI shows only the tail: end with each process's verdict and
+# what failed in it
+echo "summary (exit status build $build_rc, board $board_rc, host $host_rc, board2 $board2_rc):"
+for name in build board host board2; do
+    grep -E '^(FAILED|ERROR) |^=+ .* in [0-9.]+s.* =+$' "$base/$name.log" \
+        | sed "s/^/[$name] /"
+done
 
 # pytest's 5 (nothing collected) is not a failure: -k may leave a process nothing to run
 all=("$build_rc" "$board_rc" "$host_rc" "$board2_rc")
