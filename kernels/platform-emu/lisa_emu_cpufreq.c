@@ -9,12 +9,12 @@
  * each cluster's operating-points-v2 table and dynamic-power-coefficient from
  * the SoC's .dtsi. It is cpufreq-dt without a clock or a regulator.
  *
- * Speed, paid (timing=faithful, the default): a CPU at OPP f gets f / f_max
- * of the work done per unit of time it gets at f_max. Every stretch of useful
- * (busy, not stalled) time u owes a stall of u * (f_max - f) / f, paid with
- * the vCPU halted (lisa_emu_cost.h), so that (1 - f/f_max) of the busy time
- * is taken away. It is paid in slices: a per-CPU hrtimer in softirq mode
- * fires after EMU_SLICE_NS * f/f_max of useful time and halts the vCPU for
+ * Speed, paid (timing=faithful; the default is decisions): a CPU at OPP f
+ * gets f / f_max of the work done per unit of time it gets at f_max. Every
+ * stretch of useful (busy, not stalled) time u owes a stall of
+ * u * (f_max - f) / f, paid with the vCPU halted (lisa_emu_cost.h), so that
+ * (1 - f/f_max) of the busy time is taken away. It is paid in slices: a
+ * per-CPU hrtimer in softirq mode fires after EMU_SLICE_NS * f/f_max of useful time and halts the vCPU for
  * what is owed, EMU_SLICE_NS * (1 - f/f_max) when the timer is on time: a
  * 1 ms slice, so that a governor's 10 ms window sees ten of them (ondemand's
  * sampling period on these tables, schedutil's rate limit is shorter still).
@@ -31,10 +31,16 @@
  *   - a stall ends early when need_resched() is set (a wake-up preempts the
  *     slow task at once, as on the SoC); what is left stays owed.
  * Busy and idle come from a probe on the cpu_idle tracepoint (the same one
- * the energy meter uses): the slice timer runs only while the CPU is busy,
- * and only below f_max, so an idle CPU is never woken and a CPU at f_max
- * costs nothing. A busy stretch shorter than a slice leaves a residue owed
- * (up to EMU_SLICE_NS * (1 - f/f_max)); it is paid EMU_RESIDUE_DELAY_NS into
+ * the energy meter uses). The slice timer runs only while a task runs, and
+ * only below f_max, so an idle CPU is never woken and a CPU at f_max costs
+ * nothing: a probe on sched_switch cancels it when the CPU switches to its
+ * idle task and arms it when the CPU switches back to a task. The cpu_idle
+ * event would be too late to cancel it: by then the idle governor has asked
+ * when the next timer fires (tick_nohz_get_sleep_length()) and, seeing a
+ * slice at most 1 ms away, picked a shallow state whatever the task's sleep.
+ * sched_switch is not exported to modules; the probe finds it by name
+ * (for_each_kernel_tracepoint()). A busy stretch shorter than a slice
+ * leaves a residue owed (up to EMU_SLICE_NS * (1 - f/f_max)); it is paid EMU_RESIDUE_DELAY_NS into
  * the CPU's next busy stretch, charged to whatever runs then (for a periodic
  * task: itself, one period later, which keeps its runtime and utilisation
  * right on average). Under TCG on a loaded host a timer interrupt comes late,
@@ -137,6 +143,7 @@
 #include <linux/string.h>
 #include <linux/sched/topology.h>
 #include <linux/topology.h>
+#include <linux/tracepoint.h>
 #include <trace/events/power.h>
 
 #include "lisa_emu_cost.h"
@@ -622,10 +629,10 @@ static enum hrtimer_restart emu_speed_slice_fn(struct hrtimer *timer)
 		if (!READ_ONCE(emu_faithful))
 			sp->owed_ns = 0;
 		raw_spin_unlock_irqrestore(&sp->lock, flags);
-		return HRTIMER_NORESTART;	/* idle: the next idle exit re-arms */
+		return HRTIMER_NORESTART;	/* idle: the switch to a task re-arms */
 	}
 	emu_speed_accrue(sp, now);
-	/* The idle task between its wake-up and the switch to a task: not yet. */
+	/* The idle task is not slowed down: what it owes is paid by the next task. */
 	if (!is_idle_task(current) && sp->owed_ns >= EMU_MIN_STALL_NS) {
 		pay = sp->owed_ns;
 		sp->stalling = true;
@@ -649,7 +656,7 @@ static enum hrtimer_restart emu_speed_slice_fn(struct hrtimer *timer)
 
 	raw_spin_lock_irqsave(&sp->lock, flags);
 	if (is_idle_task(current))
-		next = EMU_RESIDUE_DELAY_NS;
+		next = 0;	/* the switch to a task re-arms: see emu_speed_resume() */
 	else if (sp->khz < sp->max_khz)
 		next = emu_useful_slice_ns(sp);
 	else if (sp->owed_ns >= EMU_MIN_STALL_NS)
@@ -664,11 +671,15 @@ static enum hrtimer_restart emu_speed_slice_fn(struct hrtimer *timer)
 	return HRTIMER_RESTART;
 }
 
-/* From the cpu_idle probe, on the CPU itself, interrupts disabled. */
+/*
+ * From the cpu_idle probe, on the CPU itself, interrupts disabled: useful time
+ * stops at idle entry and starts again at idle exit. An interrupt handled out
+ * of idle owes its stall too; the next task pays it (emu_speed_resume()).
+ */
 static void emu_speed_idle(unsigned int cpu, bool idle)
 {
 	struct emu_cpu_speed *sp = per_cpu_ptr(&emu_speeds, cpu);
-	u64 now = ktime_get_ns(), delay = 0;
+	u64 now = ktime_get_ns();
 	unsigned long flags;
 
 	raw_spin_lock_irqsave(&sp->lock, flags);
@@ -677,31 +688,67 @@ static void emu_speed_idle(unsigned int cpu, bool idle)
 		sp->mark_ns = 0;
 	} else if (!sp->mark_ns) {
 		sp->mark_ns = now;
-		if (READ_ONCE(emu_faithful)) {
-			if (sp->owed_ns >= EMU_MIN_STALL_NS)
-				delay = EMU_RESIDUE_DELAY_NS;
-			else if (sp->khz < sp->max_khz)
-				delay = emu_useful_slice_ns(sp);
-		}
 	}
 	raw_spin_unlock_irqrestore(&sp->lock, flags);
 	if (idle)
 		hrtimer_try_to_cancel(&sp->slice);
-	else if (delay)
-		emu_speed_arm(sp, delay);
 }
 
 /*
- * On the CPU itself: start ->slice unless it is queued or running. Its callback
- * may be running below us (an OPP change from the tick that interrupted its
- * stall): it restarts the timer itself, and starting it here would queue it
- * under the callback's feet.
+ * From the sched_switch probe, on the CPU itself, interrupts disabled: a task
+ * runs after the idle task. Arm the slice timer, or an early one for what the
+ * CPU owes (a residue, an interrupt's stall). Never queued or running here: the
+ * switch to the idle task cancelled it, and its callback does not schedule.
+ */
+static void emu_speed_resume(struct emu_cpu_speed *sp)
+{
+	u64 delay = 0;
+
+	raw_spin_lock(&sp->lock);
+	if (!sp->mark_ns)	/* the idle task ran without entering idle */
+		sp->mark_ns = ktime_get_ns();
+	if (READ_ONCE(emu_faithful)) {
+		if (sp->owed_ns >= EMU_MIN_STALL_NS)
+			delay = EMU_RESIDUE_DELAY_NS;
+		else if (sp->khz < sp->max_khz)
+			delay = emu_useful_slice_ns(sp);
+	}
+	raw_spin_unlock(&sp->lock);
+	if (delay && !hrtimer_active(&sp->slice))
+		emu_speed_arm(sp, delay);
+}
+
+/* Under the runqueue lock, on the CPU that switches, interrupts disabled. */
+static void emu_probe_sched_switch(void *data, bool preempt, struct task_struct *prev,
+				   struct task_struct *next, unsigned int prev_state)
+{
+	struct emu_cpu_speed *sp = this_cpu_ptr(&emu_speeds);
+
+	if (is_idle_task(next) && !is_idle_task(prev))
+		hrtimer_try_to_cancel(&sp->slice);
+	else if (is_idle_task(prev) && !is_idle_task(next))
+		emu_speed_resume(sp);
+}
+
+static struct tracepoint *emu_sched_switch_tp;
+
+static void emu_find_sched_switch(struct tracepoint *tp, void *priv)
+{
+	if (!strcmp(tp->name, "sched_switch"))
+		*(struct tracepoint **)priv = tp;
+}
+
+/*
+ * On the CPU itself: start ->slice unless it is queued or running, or the idle
+ * task runs (the switch to a task starts it). Its callback may be running below
+ * us (an OPP change from the tick that interrupted its stall): it restarts the
+ * timer itself, and starting it here would queue it under the callback's feet.
  */
 static void emu_speed_kick(void *info)
 {
 	struct emu_cpu_speed *sp = info;
 
-	if (READ_ONCE(sp->mark_ns) && !hrtimer_active(&sp->slice))
+	if (READ_ONCE(sp->mark_ns) && !is_idle_task(current) && !hrtimer_active(&sp->slice))
 		emu_speed_arm(sp, emu_useful_slice_ns(sp));
 }
 
@@ -1027,6 +1074,15 @@ static int emu_meter_start(void)
 	} else {
 		emu_probe_registered = true;
 	}
+	for_each_kernel_tracepoint(emu_find_sched_switch, &emu_sched_switch_tp);
+	ret = emu_sched_switch_tp ? tracepoint_probe_register(emu_sched_switch_tp,
+							     (void *)emu_probe_sched_switch, NULL) : -ENOENT;
+	if (ret) {
+		/* the slice timer would never start: faithful timing could not pay any OPP's speed */
+		pr_err("lisa_emu_cpufreq: no sched_switch probe: %d\n", ret);
+		emu_sched_switch_tp = NULL;
+		return ret;
+	}
 	emu_meter_pdev = platform_device_register_simple("lisa_emu_energy", PLATFORM_DEVID_NONE, NULL, 0);
 	if (IS_ERR(emu_meter_pdev)) {
 		ret = PTR_ERR(emu_meter_pdev);
@@ -1053,11 +1109,14 @@ static void emu_meter_stop(void)
 		hwmon_device_unregister(emu_hwmon_dev);
 	if (emu_meter_pdev)
 		platform_device_unregister(emu_meter_pdev);
-	if (emu_probe_registered) {
+	if (emu_probe_registered)
 		unregister_trace_cpu_idle(emu_probe_cpu_idle, NULL);
+	if (emu_sched_switch_tp)
+		tracepoint_probe_unregister(emu_sched_switch_tp, (void *)emu_probe_sched_switch, NULL);
+	if (emu_probe_registered || emu_sched_switch_tp)
 		tracepoint_synchronize_unregister();
-	}
 	emu_probe_registered = false;
+	emu_sched_switch_tp = NULL;
 	emu_speed_stop();
 }
 

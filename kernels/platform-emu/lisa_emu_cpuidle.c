@@ -19,11 +19,11 @@
  * latency = entry-latency-us + exit-latency-us, target residency =
  * min-residency-us, as drivers/cpuidle/dt_idle_states.c computes them).
  *
- * Exit latency, paid (timing=faithful, the default): after the interrupt that
- * ends the halt, the CPU stays halted until a per-CPU hrtimer at wake-up +
- * the state's exit latency has fired, before ->enter() returns. The woken
- * task is held back meanwhile, as on the SoC, where the CPU is still powering
- * up when the interrupt arrives; the residency the cpuidle core measures
+ * Exit latency, paid (timing=faithful; the default is decisions): after the
+ * interrupt that ends the halt, the CPU stays halted until a per-CPU hrtimer
+ * at wake-up + the state's exit latency has fired, before ->enter() returns.
+ * The woken task is held back meanwhile, as on the SoC, where the CPU is still
+ * powering up when the interrupt arrives; the residency the cpuidle core measures
  * includes the hold, as it includes the exit on the SoC (menu and teo
  * subtract the exit latency from it themselves). How (lisa_emu_cost.h for
  * the halt): every state has CPUIDLE_FLAG_RCU_IDLE, so ->enter() tells RCU

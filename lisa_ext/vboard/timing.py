@@ -14,9 +14,8 @@ it) on targets that run the modules, and records what the modules report in each
 board up by hand: ``lisa-ext vboard ssh 'echo faithful > /sys/module/lisa_emu_cpufreq/parameters/timing'``
 (and the same for ``lisa_emu_cpuidle``), until its next boot.
 
-Faithful timing is opt-in because it biases the idle governors: the slice timer that takes a
-slow CPU's time away is still queued when the CPU goes idle and the governor asks how long it
-will sleep, so menu and teo pick shallow states (docs/vboard.md says more).
+Faithful timing is opt-in: its calibration still misses at the lowest OPPs and a run takes about
+1.5x as long (docs/vboard.md#calibration).
 """
 
 from __future__ import annotations
