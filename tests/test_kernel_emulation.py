@@ -162,10 +162,10 @@ def test_idle_states_and_opps_match_the_device_tree(baseline, init_binary, tmp_p
 def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, tmp_path):
     """Both policies at the lowest OPP (userspace governor): a 300 ms CPU-bound burst with
     timing=decisions, then one with timing=faithful, in one boot. Over the second, the CPUs must
-    have stalled f_max / f - 1 times their useful time (1416 / 408 MHz: 2.47) and done clearly
-    less work than over the first (f / f_max = 0.29 of it on a quiet host; a loaded one makes a
-    TCG guest's speed vary between bursts, bench/vboard_calibration.py measures it); the deep
-    states' exit latencies must have been held."""
+    have owed f_max / f - 1 times their useful time (1416 / 408 MHz: 2.47), paid most of it
+    halted, and done clearly less work than over the first (f / f_max = 0.29 of it on a quiet
+    host; a loaded one makes a TCG guest's speed vary between bursts,
+    bench/vboard_calibration.py measures it); the deep states' exit latencies must have been held."""
     timing = "/sys/module/lisa_emu_{}/parameters/timing"
     lowest = [f"{CPU}/cpufreq/{p}/{k}" for p in ("policy0", "policy2")
               for k in ("scaling_governor userspace", "scaling_setspeed 408000")]
@@ -178,15 +178,18 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     assert sysfs[timing.format("cpuidle")] == sysfs[timing.format("cpufreq")] == "faithful"
     assert all(v == "ok" for k, v in sysfs.items() if k.startswith("KNOB")), sysfs
     before, after = (_records(sysfs[f"SPEED {when}"], 7) for when in ("BEFORE", "AFTER"))
-    useful, stalled, dropped = (sum(after[c][i] - before[c][i] for c in after) for i in (0, 1, 3))
+    useful, stalled, owed, dropped = (sum(after[c][i] - before[c][i] for c in after) for i in (0, 1, 2, 3))
     work = int(sysfs["BURST 2"]) / int(sysfs["BURST 1"])
     print(f"faithful burst at 408 MHz: stalled / useful {stalled / useful:.2f} (1416 / 408 - 1 = 2.47), "
           f"dropped {dropped / 1e6:.1f} ms; work vs the decisions burst {work:.3f} (408 / 1416 = 0.288)")
-    # the order of what is owed, not its precision: a busy host delays the guest's timers and
-    # moves single stalls (bench/vboard_calibration.py measures the precision on a quiet one)
-    assert stalled / useful == pytest.approx(1416 / 408 - 1, rel=0.4)
-    assert dropped < 0.2 * stalled
-    assert 0.1 < work < 0.6
+    # What the module owed for the burst's useful time is the OPP's (paid, dropped beyond the
+    # debt cap, or still owed), and most of it was paid. Not their precision, nor how much work the
+    # burst did against the other: a busy host delays the guest's timers, which makes stretches
+    # of useful time longer and the debt overflow, and gives the two bursts different speeds
+    # (bench/vboard_calibration.py measures the precision on a quiet host).
+    assert (stalled + dropped + owed) / useful == pytest.approx(1416 / 408 - 1, rel=0.1)
+    assert stalled > 0.5 * (stalled + dropped + owed)
+    assert work < 0.6
     holds = _records(sysfs["/sys/kernel/debug/lisa_emu_cpuidle/holds"], 4)
     latency_us = {name: int(sysfs[f"{CPU}/cpu0/cpuidle/state{i}/latency"]) for i, name in enumerate(holds)}
     assert holds["WFI"][0] == 0  # 1 us: not paid
