@@ -12,7 +12,6 @@ import base64
 import os
 import re
 import shutil
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from lisa_ext.trace.systrace import read_systrace
 from lisa_ext.trace.text import parse_text_lines, read_text
 
 from shared_traces import DAT_TRACES, shared_trace
+from tracedat_report import report_stdout
 
 COMMON = ["__timestamp", "__cpu", "__pid", "__comm"]
 
@@ -34,9 +34,7 @@ def trace_cmd_report(path: Path, *flags: str) -> list[str]:
         if os.environ.get("CI") == "true":
             pytest.fail("trace-cmd missing in CI")
         pytest.skip("trace-cmd not installed")
-    out = subprocess.run(["trace-cmd", "report", "-N", "-t", *flags, "--", str(path)],
-                         capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
+    return report_stdout(["trace-cmd", "report", "-N", "-t", *flags, "--", str(path)]).splitlines()
 
 
 def _events_with_rows(tables):

@@ -15,10 +15,11 @@ from __future__ import annotations
 import bisect
 import re
 import subprocess
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-__all__ = ["ReportEvents", "run_report", "kallsyms", "saved_clock", "compare"]
+__all__ = ["ReportEvents", "compare", "kallsyms", "report_stdout", "run_report", "saved_clock"]
 
 
 @dataclass
@@ -45,15 +46,35 @@ def _line_re(instances: list[str]) -> re.Pattern:
     )
 
 
+def report_stdout(args: list[str], instances: list[str] = ()) -> str:
+    """What ``trace-cmd report ARGS`` prints, holding at least one event line.
+
+    Three full ``make test`` runs (CI and CI-like, with other pytest processes and QEMU boards
+    beside them) got a report of example_rtapp_trace.dat without the print and bprint lines the
+    same command prints every other time (never with the test alone, nor in 280 reports in a row
+    here), so trace-cmd is not this oracle's to doubt: a report without a single event line is
+    run once more, and what the first run gave is kept in a warning for whoever finds the cause.
+    """
+    line_re = _line_re(list(instances))
+    for attempt in (1, 2):
+        proc = subprocess.run(args, capture_output=True, text=True, errors="replace", check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")
+        if any(line_re.match(line) for line in proc.stdout.splitlines()):
+            return proc.stdout
+        if attempt == 1:
+            warnings.warn(f"{' '.join(args)} printed no event line (exit 0, {len(proc.stdout)} bytes, "
+                          f"stdout {proc.stdout[:300]!r}, stderr {proc.stderr[-300:]!r}); ran it again")
+    return proc.stdout
+
+
 def run_report(path: str, raw: bool, instances: list[str] = ()) -> ReportEvents:
     args = ["trace-cmd", "report", "-N", "-t"] + (["-R"] if raw else []) + [path]
-    proc = subprocess.run(args, capture_output=True, text=True, errors="replace", check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")
+    stdout = report_stdout(args, instances)
     line_re = _line_re(list(instances))
     out = ReportEvents()
     last = None
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         m = line_re.match(line)
         if m is None:
             if last is not None and last in ("print", "bprint"):
