@@ -12,6 +12,7 @@ import base64
 import os
 import re
 import shutil
+import warnings
 import zlib
 from pathlib import Path
 
@@ -41,14 +42,26 @@ def _events_with_rows(tables):
     return {e for e, t in tables.tables.items() if t.num_rows}
 
 
+def _report_read_as_text(path: Path, source: str, binary, *flags: str):
+    """trace-cmd's report of ``path`` through our text reader. A report that lacks events the
+    file holds is run once more, with a warning (tracedat_report.report_stdout says why): if our
+    reader drops them, the second report fails the same way."""
+    text = parse_text_lines(trace_cmd_report(path, *flags), source=source)
+    if not _events_with_rows(binary) <= set(text.tables):
+        warnings.warn(f"{source}: the report read as {sorted(text.tables)}, the file holds "
+                      f"{sorted(_events_with_rows(binary))}; ran it again")
+        text = parse_text_lines(trace_cmd_report(path, *flags), source=source)
+    return text
+
+
 @pytest.mark.parametrize("rel", DAT_TRACES)
 def test_raw_report_text_equals_binary_decoder(rel):
     """``trace-cmd report -R`` text read by us == the trace.dat decoder, field by field."""
     from lisa_ext.trace.tracedat import read_tracedat
 
     path = shared_trace(rel)
-    text = parse_text_lines(trace_cmd_report(path, "-R"), source=f"{rel} -R")
     binary = read_tracedat(path)
+    text = _report_read_as_text(path, f"{rel} -R", binary, "-R")
     assert set(text.tables) == _events_with_rows(binary)
     assert text.meta["warnings"] == []
     assert text.meta["cpus"] == binary.meta["cpus"]
@@ -70,8 +83,8 @@ def test_print_and_bprint_text_equals_binary_decoder(rel):
     from lisa_ext.trace.tracedat import read_tracedat
 
     path = shared_trace(rel)
-    text = parse_text_lines(trace_cmd_report(path), source=rel)
     binary = read_tracedat(path)
+    text = _report_read_as_text(path, rel, binary)
     compared = 0
     for event in ("print", "bprint"):
         if event in text.tables:
