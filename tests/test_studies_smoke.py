@@ -85,6 +85,9 @@ def test_study_runs_at_smoke_size(name, board, tmp_path):
                            "--data", str(data), "--out", str(html)],
                           capture_output=True, text=True, cwd=REPO, timeout=1800)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}\nserial console:\n{board.serial_tail(30)}"
+    # a failed run leaves empty cells: say which run failed and why, not only which table is empty
+    failed = [f"{r.variant}/{r.workload}/{r.iteration}: {r.error}" for r in read_campaign(data).failed_runs]
+    assert not failed, f"{name}: failed runs:\n" + "\n".join(failed)
     page = html.read_text()
     noise = NOISE.findall(_outputs(html.with_suffix(".ipynb")))
     assert not noise, f"{name}: the executed notebook shows {sorted(set(noise))}"

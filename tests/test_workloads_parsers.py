@@ -84,6 +84,15 @@ def test_pgbench_failure_output_is_an_error():
         parse_pgbench('pgbench: error: connection to server on socket "/x/.s.PGSQL.5432" failed\n')
 
 
+def test_pgbench_without_a_transaction_says_why():
+    # pgbench 15's report when -T ends before any transaction (it then prints no latency or tps)
+    text = ("pgbench (15.18 (Debian 15.18-0+deb12u1))\ntransaction type: <builtin: select only>\n"
+            "number of clients: 44\nduration: 3 s\nnumber of transactions actually processed: 0\n"
+            "number of failed transactions: 0 (NaN%)\n")
+    with pytest.raises(WorkloadError, match="no transaction within duration-s"):
+        parse_pgbench(text)
+
+
 def test_hackbench():
     assert [(m.name, m.value, m.unit) for m in parse_hackbench(_text("hackbench-g2-l200.txt"))] == [
         ("time", 0.797, "s")]

@@ -75,6 +75,11 @@ def parse_pgbench(text: str) -> list[Metric]:
         if m:
             metrics.append(Metric(name, float(m.group(1)), unit, lower))
     if not any(m.name == "tps" for m in metrics):
+        if any(m.name == "transactions" and m.value == 0 for m in metrics):
+            # pgbench's -T clock starts before its clients connect: 44 connections take ~2-5 s
+            # on the TCG board, and a short run can end before the first transaction
+            raise WorkloadError("pgbench completed no transaction within duration-s (its clock "
+                                "includes connecting every client): raise duration-s")
         raise WorkloadError(f"pgbench printed no 'tps = ...' line: {tail(text)}")
     return metrics
 
