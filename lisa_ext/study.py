@@ -42,7 +42,7 @@ from lisa_ext.report.perfetto import perfetto_link
 from lisa_ext.report.readable import readable_table
 from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
-from lisa_ext.vboard.timing import TIMINGS
+from lisa_ext.vboard.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",
@@ -404,8 +404,7 @@ def register(subparsers) -> None:
     run.add_argument("--target", metavar="CONF",
                      help="LISA target config to run on instead of the spec's (another platform)")
     run.add_argument("--board-timing", choices=TIMINGS, metavar="{faithful,decisions}",
-                     help="the virtual board's timing, instead of the spec's (default faithful: exit "
-                          "latencies and OPP speeds paid; decisions: not paid, faster)")
+                     help=f"the virtual board's timing, instead of the spec's ({TIMINGS_HELP})")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
     new = sub.add_parser("new", help="start a study: spec, kernel variants or knob values, notebook",

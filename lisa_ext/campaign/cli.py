@@ -14,7 +14,7 @@ from lisa_ext.campaign.tools import BUILDABLE, build_tool, cached_build, install
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.target import TargetConfig, connect
-from lisa_ext.vboard.timing import TIMINGS
+from lisa_ext.vboard.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import shown_path
 
 __all__ = ["register"]
@@ -103,8 +103,7 @@ def register(subparsers) -> None:
     run.add_argument("-o", "--out", metavar="DIR", help="campaign directory to write (default: data/<name>)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--board-timing", choices=TIMINGS, metavar="{faithful,decisions}",
-                     help="the virtual board's timing, instead of the spec's board-timing (default faithful: "
-                          "exit latencies and OPP speeds paid; decisions: not paid, faster)")
+                     help=f"the virtual board's timing, instead of the spec's board-timing ({TIMINGS_HELP})")
     run.set_defaults(func=_run)
     check = sub.add_parser("check", help="validate a spec, its target config and its kernel variants, offline",
                            description="Validate a campaign spec (and its smoke: size), its target config and "

@@ -8,7 +8,7 @@ iterations and which trace events to record::
     iterations: 3
     order: interleave                       # or group-by-variant
     retries: 1                              # when the target is lost mid-run
-    board-timing: faithful                  # or decisions (the virtual board only)
+    board-timing: faithful                  # default decisions (the virtual board only)
     trace:
       events: [sched:sched_switch, sched:sched_wakeup]
     variants:
@@ -44,7 +44,7 @@ from lisa_ext.errors import SpecError
 from lisa_ext.kernel.spec import load_spec as load_kernel_spec
 from lisa_ext.knobs import knob_problem
 from lisa_ext.target.config import TargetConfig
-from lisa_ext.vboard.timing import DEFAULT_TIMING, TIMINGS
+from lisa_ext.vboard.timing import DEFAULT_TIMING, TIMINGS, TIMINGS_HELP
 
 __all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options",
            "stored_spec_matches"]
@@ -101,8 +101,7 @@ _TOP_SCHEMA = {
     "retries": Field((int,), "attempts after the first when the target is lost mid-run (default 1)",
                      bounds=(0, 100)),
     "requires": Field((dict,), "what the platform must have: " + ", ".join(REQUIREMENTS_SCHEMA)),
-    "board-timing": Field((str,), "the virtual board's timing: faithful (default: it pays exit "
-                          "latencies and OPP speeds) | decisions (it does not; faster); "
+    "board-timing": Field((str,), f"the virtual board's timing ({TIMINGS_HELP}); "
                           "ignored on targets without the emulation modules",
                           check=lambda v: None if v in TIMINGS else f"{v!r} is not one of: {', '.join(TIMINGS)}"),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DEFAULT_TIMING", "EMULATION_PARAMS_COMMAND", "MODULES", "TIMINGS", "parse_emulation_params",
-           "timing_knobs", "timing_of"]
+__all__ = ["DEFAULT_TIMING", "EMULATION_PARAMS_COMMAND", "MODULES", "TIMINGS", "TIMINGS_HELP",
+           "parse_emulation_params", "timing_knobs", "timing_of"]
 
 TIMINGS = ("faithful", "decisions")
 DEFAULT_TIMING = "decisions"
+#: what each timing means, for the spec schema and the command lines that choose one
+TIMINGS_HELP = ("faithful: exit latencies and OPP speeds paid, ~1.5x slower; "
+                "decisions (default): not paid, faster")
 #: the emulation modules that have a ``timing`` parameter
 MODULES = ("lisa_emu_cpuidle", "lisa_emu_cpufreq")
 #: one line ``<path> <value>`` per parameter of every loaded emulation module
