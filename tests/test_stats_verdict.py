@@ -62,3 +62,14 @@ def test_sentence_when_the_rfc_reports_no_change():
     assert same.endswith("no change within our noise, as in the RFC.")
     moved = rfc.direction_sentence("HIGH, CACHE vs SYSTEM", 0.6, 20.0, [100.0, 101.0, 99.0], [120.0, 121.0, 119.0])
     assert moved.endswith("the opposite direction.")
+
+
+def test_change_column_of_a_column_without_variant_stays_empty():
+    """RFC 002's "shallow" column has no variant of ours: "shallow (%)" once repeated "teo (%)"."""
+    metrics = pd.DataFrame([{"variant": v, "workload": "pcmark-web", "metric": "wakeup_lat", "value": x}
+                            for v, x in (("menu", 200.0), ("teo", 150.0), ("teo-util", 100.0))])
+    values = rfc.rows_from_metrics(metrics, {"gmean task wakeup latency": "wakeup_lat"})
+    table = rfc.variant_table("teo-util", "pcmark-web", values)
+    row = table.loc["gmean task wakeup latency"]
+    assert (row["teo (%)"], row["teo + util-aware (%)"]) == (-25.0, -50.0)
+    assert row[["shallow", "shallow (%)"]].isna().all(), row

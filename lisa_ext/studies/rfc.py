@@ -131,9 +131,14 @@ def variant_table(study: str, table_id: str, values: pd.DataFrame) -> pd.DataFra
                 out.loc[rows, col.name] = values.loc[rows, col.variant].astype("float64")
                 samples.update({(row, col.name): ours_samples[(row, col.variant)]
                                 for row in rows if (row, col.variant) in ours_samples})
-        elif col.unit == "%" and previous in values.columns and first in values.columns:
-            base = values.loc[rows, first].astype("float64")
-            out.loc[rows, col.name] = 100.0 * (values.loc[rows, previous].astype("float64") - base) / base.abs()
+        elif col.unit == "%":
+            if previous in values.columns and first in values.columns:
+                base = values.loc[rows, first].astype("float64")
+                out.loc[rows, col.name] = 100.0 * (values.loc[rows, previous].astype("float64") - base) / base.abs()
+        else:
+            # a column we have no variant for (RFC 002's "shallow"): its "(%)" column stays empty
+            # rather than repeat the change of the variant before it
+            previous = None
     out.attrs.update({SAMPLES: samples, "mean": values.attrs.get("mean", "amean")})
     return out
 
