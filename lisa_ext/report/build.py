@@ -340,6 +340,7 @@ def _prefetch(campaign: Campaign, opts: ReportOptions, scratch: Path) -> figs.Pr
     if not opts.traces or (opts.jobs or os.cpu_count() or 1) < 2 or not traced or (
             opts.cache and all(report_cache.has_findings(t) for t in traced)):
         return figs.Prefetch(None)
+    opts = _settled(opts, campaign)
     try:
         metrics = metrics_frame(campaign)
         present = [v for v in campaign.variants if v in set(metrics["variant"])]
