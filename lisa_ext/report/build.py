@@ -355,10 +355,15 @@ def _prefetch(campaign: Campaign, opts: ReportOptions, scratch: Path) -> figs.Pr
 def _build(campaign: Campaign, opts: ReportOptions, scratch: Path) -> Path:
     early = _prefetch(campaign, opts, scratch)
     try:
-        trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
-                 else _TraceData([], {}, {}))
+        return _write(campaign, opts, scratch, early)
     finally:
         early.wait()
+
+
+def _write(campaign: Campaign, opts: ReportOptions, scratch: Path, early: figs.Prefetch) -> Path:
+    """The report, while ``early`` may still be drawing the figures that need no trace."""
+    trace = (_collect_traces(campaign, opts.cache, opts.scheduler) if opts.traces
+             else _TraceData([], {}, {}))
     extra = pd.DataFrame(trace.rows) if trace.rows else None
     metrics = metrics_frame(campaign, extra)
     if metrics.empty:
@@ -386,7 +391,7 @@ def _build(campaign: Campaign, opts: ReportOptions, scratch: Path) -> Path:
         figs.render_figures(found, tmp / "figures",
                             html=tmp / "figures.html" if opts.html else None,
                             title=f"{campaign.name} figures", jobs=opts.jobs,
-                            use_cache=opts.cache, scratch=scratch)
+                            use_cache=opts.cache, scratch=scratch, beside=early)
         (tmp / "README.md").write_text(
             _readme(campaign, opts, baseline, cmp, trace, [f.name for f in found]),
             encoding="utf-8")

@@ -457,13 +457,15 @@ def _run_all(tasks: list[tuple], jobs: int) -> None:
 def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | None = None,
                    title: str = "", formats: Sequence[str] = ("png", "svg"), dpi: int = 100,
                    jobs: int | None = None, use_cache: bool = True,
-                   scratch: Path | None = None) -> list[Path]:
+                   scratch: Path | None = None, beside: "Prefetch | None" = None) -> list[Path]:
     """Write every spec as ``out_dir/<name>.<format>`` and, with ``html``, all of them
     as one interactive page there (:func:`figures_page`). Figures come from the cache
     (:mod:`lisa_ext.report.cache`) and only the missing ones are drawn, spread over
     ``jobs`` processes (default: one per CPU); each task draws one figure's files and
     its bokeh JSON for the page. Without the cache they are drawn in ``scratch`` (a
-    temporary directory by default), which :func:`prefetch_figures` may have filled."""
+    temporary directory by default), which :func:`prefetch_figures` may have filled; while
+    that prefetch (``beside``) still draws, this process draws from the other end of the
+    list, so that both cores work until they meet."""
     jobs = jobs or os.cpu_count() or 1
     wanted = tuple(formats) + ((ITEM,) if html is not None else ())
     with tempfile.TemporaryDirectory(prefix="lisa-ext-figures-") as tmp:
@@ -475,6 +477,9 @@ def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | N
             if key not in queued and not all((fig_cache / f"{key}.{fmt}").exists() for fmt in wanted):
                 queued.add(key)
                 tasks.append((_draw_files, spec, fig_cache, key, wanted, dpi))
+        if beside is not None:
+            _draw_until_done(tasks, beside)
+            tasks = [task for task in tasks if _lacks(fig_cache, task[3], wanted)]
         _run_all(tasks, jobs)
         written = []
         for spec, key in zip(specs, keys):
@@ -489,6 +494,23 @@ def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | N
     return written
 
 
+def _lacks(fig_cache: Path, key: str, wanted: Sequence[str]) -> bool:
+    return not all((fig_cache / f"{key}.{fmt}").exists() for fmt in wanted)
+
+
+def _draw_until_done(tasks: list[tuple], prefetch: "Prefetch") -> None:
+    """Draw ``tasks`` last to first, each one the prefetching process has not drawn yet,
+    while it runs; then wait for it. It draws first to last: the two meet in the middle,
+    where at most the figure both were drawing is drawn twice (to the same bytes, each
+    file moved into place whole)."""
+    for func, spec, fig_cache, key, wanted, dpi in reversed(tasks):
+        if not prefetch.running():
+            break
+        if _lacks(fig_cache, key, wanted):
+            func(spec, fig_cache, key, wanted, dpi)
+    prefetch.wait()
+
+
 def _figure_cache(use_cache: bool, scratch: Path) -> Path:
     root = cache_root() / "figures" if use_cache else scratch / "figures"
     root.mkdir(parents=True, exist_ok=True)
@@ -501,6 +523,12 @@ class Prefetch:
     (:func:`prefetch_figures`); :meth:`wait` before :func:`render_figures`."""
 
     pid: int | None
+
+    def running(self) -> bool:
+        """Whether it still draws (it is reaped once it has ended)."""
+        if self.pid is not None and os.waitpid(self.pid, os.WNOHANG)[0]:
+            self.pid = None
+        return self.pid is not None
 
     def wait(self) -> None:
         if self.pid is not None:
