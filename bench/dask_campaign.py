@@ -87,6 +87,25 @@ def cold_collect(path: str, cache_root: str) -> tuple:
         shutil.rmtree(own, ignore_errors=True)
 
 
+def _cpu_seconds(workers: set[int]) -> tuple[float, float, float]:
+    """CPU seconds (user + system) so far of this process (the client and, in a local
+    cluster, the scheduler), of the worker processes ``workers`` and of every other
+    descendant (the workers' nannies)."""
+    import psutil
+
+    def spent(proc) -> float:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            return 0.0
+        return times.user + times.system
+
+    here = psutil.Process()
+    children = here.children(recursive=True)
+    return (spent(here), sum(spent(c) for c in children if c.pid in workers),
+            sum(spent(c) for c in children if c.pid not in workers))
+
+
 def _time(func, repeat: int) -> tuple[float, list[float]]:
     times = []
     for _ in range(repeat):
@@ -139,12 +158,20 @@ def main() -> int:
             with LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
                               dashboard_address=None) as cluster, Client(cluster) as client:
                 client.run(_own_cache, str(paths[0]), str(root / "cache"))
+                pids = set(client.run(os.getpid).values())
+                before = _cpu_seconds(pids)
                 medians[workers], times = _time(
                     lambda: map_traces(task, paths, scheduler=cluster.scheduler_address),
                     args.repeat)
+                spent = [(b - a) / args.repeat for a, b in zip(before, _cpu_seconds(pids))]
             print(f"{workers} worker{'s' if workers > 1 else ''}: median {medians[workers]:.1f} s "
                   f"({', '.join(f'{t:.1f}' for t in times)}), "
                   f"{len(paths) / medians[workers]:.2f} runs/s")
+            # where the cores went: what the workers did parallelises, what this process
+            # (client and scheduler) and the nannies did takes a core from them once they fill all
+            print(f"  CPU per repeat: workers {spent[1]:.1f} s, client and scheduler {spent[0]:.1f} s, "
+                  f"nannies {spent[2]:.1f} s; {os.cpu_count()} CPUs x {statistics.mean(times):.1f} s "
+                  f"= {(os.cpu_count() or 1) * statistics.mean(times):.1f} s")
         for workers in sizes[1:]:
             print(f"speed-up {workers} workers vs {sizes[0]}: "
                   f"{medians[sizes[0]] / medians[workers]:.2f}x")
