@@ -71,8 +71,10 @@ def _rk3399(artefacts) -> list[dict]:
         coef = int(re.search(r"dynamic-power-coefficient = <(0x[0-9a-f]+)>", node).group(1), 16)
         table_ph = re.search(r"operating-points-v2 = <(0x[0-9a-f]+)>", node).group(1)
         dmips = int(re.search(r"capacity-dmips-mhz = <(0x[0-9a-f]+)>", node).group(1), 16)
-        table = dts[:dts.index(f"phandle = <{table_ph}>")]
-        table = table[table.rindex("opp-table"):]
+        # the table node holding that phandle: dtc prints a node's properties (the phandle among
+        # them) before its subnodes (the OPPs), so the node runs from its name to its closing brace
+        at = dts.index(f"phandle = <{table_ph}>;")
+        table = dts[dts.rindex("opp-table", 0, at):dts.index("\n\t};", at)]
         hz = [int(a, 16) << 32 | int(b, 16) for a, b in re.findall(r"opp-hz = <(0x[0-9a-f]+) (0x[0-9a-f]+)>", table)]
         uv = [int(v, 16) for v in re.findall(r"opp-microvolt = <(0x[0-9a-f]+)", table)]
         power = {h // 1000: coef * (u // 1000) ** 2 * (h // 1_000_000) // 1_000_000 for h, u in zip(hz, uv)}
