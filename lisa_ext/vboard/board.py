@@ -55,9 +55,15 @@ BASE_CMDLINE = (
 #: HVC, jiffies frozen, measured: the boot hangs when the driver registers), so cpuidle-psci is
 #: kept from initialising and lisa_emu_cpuidle (table=dt) registers the same device-tree states,
 #: entered with WFI.
+#: ``irqchip.gicv3_nolpi=1``: no kernel of the board enables the GICv3's LPIs (so no ITS, and
+#: virtio-pci takes legacy INTx interrupts). LPI tables, once enabled, cannot be handed over across
+#: a kexec without EFI (the board has none to reserve them): the kernel kexec'd in found the old
+#: GICR_PROPBASER pointing into its own image (which kexec had loaded over the old property table),
+#: took it for a preallocated table and filled 64 KiB of its own text with 0xc2 (the LPIs' default
+#: priority | group 1), then died silently in time_init() on an undefined instruction.
 ARM64_BASE_CMDLINE = (
     "console=ttyAMA0 root=/dev/vda rw rootfstype=ext4 init=/sbin/lisa-ext-init panic=-1 loglevel=5 "
-    "initcall_blacklist=psci_idle_init"
+    "initcall_blacklist=psci_idle_init irqchip.gicv3_nolpi=1"
 )
 
 
