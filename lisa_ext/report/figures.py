@@ -520,7 +520,8 @@ def _figure_cache(use_cache: bool, scratch: Path) -> Path:
 @dataclass
 class Prefetch:
     """Figures being drawn in a forked process while the caller does other work
-    (:func:`prefetch_figures`); :meth:`wait` before :func:`render_figures`."""
+    (:func:`prefetch_figures`); give it to :func:`render_figures` as ``beside``, which
+    draws beside it and waits for it, or :meth:`wait` first."""
 
     pid: int | None
 
