@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from lisa_ext.campaign.store import read_campaign
+from lisa_ext.report.readable import metric_label
 from lisa_ext.studies import eas, placement, teo_util
 from test_studies_smoke import LISA_EXT, NOISE, _outputs
 from vboard_helpers import REPO, require_board_capabilities
@@ -64,8 +65,9 @@ def test_teo_util_reruns_on_the_arm64_board(board, tmp_path):
     share = placement.df_class_share(data, ["burst", "render", "bg"])
     assert set(share["class"]) == {"little", "big"} and set(share["variant"]) == {"menu", "teo", "teo-util"}
     assert "runtime per capacity class" in page or "class-share" in page
-    # the meter's energy per cluster (little pd0, big pd2) is in the comparison on the page
-    assert "energy_pd0_j" in page and "energy_pd2_j" in page
+    # the meter's energy per cluster (little pd0, big pd2) is in the comparison on the page, under
+    # the readable label the page gives it ("energy pd0 j (J)")
+    assert all(metric_label(f"energy_{pd}_j", "J") in page for pd in ("pd0", "pd2"))
 
 
 def test_eas_on_vs_off(board, tmp_path):
