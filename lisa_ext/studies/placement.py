@@ -58,7 +58,9 @@ def df_class_share(campaign_dir: str | os.PathLike, tasks: Sequence[str] = ()) -
 
 def plot_class_share(share: pd.DataFrame, title: str = "runtime per capacity class") -> Any:
     """One stacked-bar panel per variant: % of each task's runtime on each capacity class."""
-    panels = [residency_figure(g.rename(columns={"class": "state", "task": "variant"})[["variant", "state", "pct"]],
+    # residency_figure's bars are per "variant": here that key is the task, within one variant's panel
+    panels = [residency_figure(g.drop(columns="variant").rename(columns={"class": "state", "task": "variant"})
+                               [["variant", "state", "pct"]],
                                f"{title}: {variant}", "capacity class")
               for variant, g in share.groupby("variant", sort=False)]
     layout = panels[0]
@@ -71,5 +73,5 @@ def save_class_share_figure(share: pd.DataFrame, out_dir: str | os.PathLike, nam
     """:func:`plot_class_share` as ``out_dir/<name>.png``, through the report's figure cache."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    spec = FigureSpec(name, f"{__name__}:plot_class_share", (share.reset_index(drop=True),))
+    spec = FigureSpec(name, plot_class_share, (share.reset_index(drop=True),))
     return render_figures([spec], out, formats=("png",))[0]
