@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
+from lisa_ext.report.figures import FigureSpec
 from lisa_ext.studies.placement import CLASS_SHARE_COLUMNS, plot_class_share, save_class_share_figure
 
 
@@ -29,3 +31,8 @@ def test_the_figure_is_written_through_the_report_cache(tmp_path, monkeypatch):
     png = save_class_share_figure(_share(), tmp_path / "out")
     assert png == tmp_path / "out" / "class-share.png"
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_builder_given_by_name_is_refused_where_it_is_given():
+    with pytest.raises(TypeError, match="figure 'class-share': builder must be a function"):
+        FigureSpec("class-share", "lisa_ext.studies.placement:plot_class_share", ())

@@ -327,6 +327,11 @@ class FigureSpec:
     args: tuple
     kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # builders were once 'module:function' strings: one left over failed far from here
+        if not callable(self.builder):
+            raise TypeError(f"figure {self.name!r}: builder must be a function, not {self.builder!r}")
+
     def build(self):
         return self.builder(*self.args, **self.kwargs)
 
