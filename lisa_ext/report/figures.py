@@ -479,7 +479,7 @@ def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | N
         tasks: list[tuple] = []
         queued = set()
         for spec, key in zip(specs, keys):
-            if key not in queued and not all((fig_cache / f"{key}.{fmt}").exists() for fmt in wanted):
+            if key not in queued and _lacks(fig_cache, key, wanted):
                 queued.add(key)
                 tasks.append((_draw_files, spec, fig_cache, key, wanted, dpi))
         if beside is not None:
@@ -500,6 +500,7 @@ def render_figures(specs: Sequence[FigureSpec], out_dir: Path, *, html: Path | N
 
 
 def _lacks(fig_cache: Path, key: str, wanted: Sequence[str]) -> bool:
+    """Whether the cache lacks one of the files ``wanted`` of the figure ``key``."""
     return not all((fig_cache / f"{key}.{fmt}").exists() for fmt in wanted)
 
 
@@ -563,7 +564,7 @@ def prefetch_figures(specs: Sequence[FigureSpec], *, html: bool = True,
     try:
         for spec in specs:
             key = spec.key(tuple(formats), dpi)
-            if not all((fig_cache / f"{key}.{fmt}").exists() for fmt in wanted):
+            if _lacks(fig_cache, key, wanted):
                 _draw_files(spec, fig_cache, key, wanted, dpi)
     except BaseException:  # the parent draws what is missing; nothing to report from here
         code = 1
