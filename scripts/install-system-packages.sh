@@ -1,17 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages lisa-ext needs: tracing, workloads, kernel builds,
-# the QEMU virtual board and the native trace decoder's headers.
-# --arm64 adds what only the arm64 board needs (make test-arm64): CI does not pay for it.
+# the QEMU virtual boards (x86 and arm64) and the native trace decoder's headers.
 # As root it installs them; otherwise it prints the exact command to run.
 set -euo pipefail
-
-arm64=false
-for arg in "$@"; do
-    case "$arg" in
-        --arm64) arm64=true ;;
-        *) echo "install-system-packages.sh: unknown argument '$arg' (expected: --arm64)" >&2; exit 2 ;;
-    esac
-done
 
 PACKAGES=(
     # tracing and workloads
@@ -23,6 +14,9 @@ PACKAGES=(
     # kernel variants and the virtual board
     linux-source-6.12 git bc flex bison libelf-dev libssl-dev cpio kmod ccache e2fsprogs
     qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
+    # the arm64 board: cross compiler, qemu-system-aarch64 (its rootfs is debootstrap --foreign,
+    # assembled without running arm64 code, so no qemu-user-static)
+    gcc-aarch64-linux-gnu qemu-system-arm
     # the SoCs' device trees (the arm64 board's tables, read by tests that build no arm64 kernel)
     device-tree-compiler
     # Android targets (implemented, untested here)
@@ -30,12 +24,6 @@ PACKAGES=(
     # headless browser: the JupyterLab test checks that exported bokeh pages draw
     chromium
 )
-if $arm64; then
-    # the arm64 board: cross compiler, qemu-system-aarch64 (its rootfs is debootstrap --foreign,
-    # assembled without running arm64 code, so no qemu-user-static)
-    PACKAGES+=(gcc-aarch64-linux-gnu qemu-system-arm)
-fi
-
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make test`: the suite in four pytest processes, laid out for two cores.
+# `make test`: the suite in five pytest processes, laid out for two cores.
 #
 # The virtual board runs single-threaded TCG: a board keeps about one core busy, so two boards,
 # or one board and the host's tests, fill the two cores. In order:
@@ -10,6 +10,9 @@
 #   host    every test without the vboard marker, beside `board`; then
 #   board2  the other board tests, on a second board beside `board`: its own cache
 #           ($cache-board2, sharing the kernel builds, ccache and tool builds) and SSH port
+#   arm64   the arm64 board's tests (marker arm64), once `board` is done: its kernels are
+#           cross-built on the core `board` used, its own cache ($cache-arm64, sharing the same
+#           builds) and SSH port, beside the end of `board2`
 #
 # Each pytest has its own base temporary directory and log ($base/NAME.log); lines are prefixed
 # with the process's name, and a summary of what failed closes the output; the exit status is the
@@ -21,7 +24,9 @@ base=$(mktemp -d "${TMPDIR:-/tmp}/lisa-ext-test.XXXXXX")
 cache=${LISA_EXT_CACHE:-$HOME/.cache/lisa-ext}
 second_cache=$cache-board2
 second_port=${LISA_EXT_SECOND_BOARD_PORT:-10122}
-echo "test temporary directories: $base/{build,board,host,board2}"
+arm64_cache=$cache-arm64
+arm64_port=${LISA_EXT_ARM64_BOARD_PORT:-10222}
+echo "test temporary directories: $base/{build,board,host,board2,arm64}"
 
 build_tests=(tests/test_kernel_build.py)
 board_tests=(tests/test_kernel_emulation.py tests/test_kernel_switches.py tests/test_studies_smoke.py
@@ -41,11 +46,11 @@ run() {  # NAME MARKER ARGS...: one pytest, its lines prefixed with NAME
     return "$rc"
 }
 
-second_board_cache() {  # the second board's cache: kernels, ccache and tools are the first's
-    mkdir -p "$second_cache"
+board_cache() {  # CACHE: another board's cache, whose kernels, ccache and tools are the first's
+    mkdir -p "$1"
     for shared in kernels ccache tools; do
         mkdir -p "$cache/$shared"
-        [ -e "$second_cache/$shared" ] || ln -s "$cache/$shared" "$second_cache/$shared"
+        [ -e "$1/$shared" ] || ln -s "$cache/$shared" "$1/$shared"
     done
 }
 
@@ -53,30 +58,38 @@ started=$SECONDS
 board_markers="vboard and not arm64"
 run build "$board_markers" "$@" "${build_tests[@]}"
 build_rc=$?
-run board "$board_markers" "$@" "${board_tests[@]}" &
+board_then_arm64() {  # the first board's tests, then the arm64 board's on the core it freed
+    run board "$board_markers" "$@" "${board_tests[@]}"
+    echo $? >"$base/board.rc"
+    board_cache "$arm64_cache"
+    LISA_EXT_CACHE=$arm64_cache LISA_EXT_VBOARD_PORT=$arm64_port run arm64 arm64 "$@"
+    echo $? >"$base/arm64.rc"
+}
+board_then_arm64 "$@" &
 board_pid=$!
 run host "not vboard and not arm64" "$@"
 host_rc=$?
-second_board_cache
+board_cache "$second_cache"
 LISA_EXT_CACHE=$second_cache LISA_EXT_VBOARD_PORT=$second_port run board2 "$board_markers" "${ignored[@]}" "$@"
 board2_rc=$?
 wait "$board_pid"
-board_rc=$?
+board_rc=$(cat "$base/board.rc")
+arm64_rc=$(cat "$base/arm64.rc")
 
 # the four outputs interleave and CI shows only the tail: end with each process's verdict and
 # what failed in it
-echo "summary (exit status build $build_rc, board $board_rc, host $host_rc, board2 $board2_rc):"
-for name in build board host board2; do
+echo "summary (exit status build $build_rc, board $board_rc, host $host_rc, board2 $board2_rc, arm64 $arm64_rc):"
+for name in build board host board2 arm64; do
     grep -E '^(FAILED|ERROR) |^=+ .* in [0-9.]+s.* =+$' "$base/$name.log" \
         | sed "s/^/[$name] /"
 done
 
 # pytest's 5 (nothing collected) is not a failure: -k may leave a process nothing to run
-all=("$build_rc" "$board_rc" "$host_rc" "$board2_rc")
+all=("$build_rc" "$board_rc" "$host_rc" "$board2_rc" "$arm64_rc")
 for rc in "${all[@]}"; do
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
         exit "$rc"
     fi
 done
-[ "${all[*]}" = "5 5 5 5" ] && exit 5
+[ "${all[*]}" = "5 5 5 5 5" ] && exit 5
 exit 0
