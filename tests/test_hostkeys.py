@@ -47,6 +47,7 @@ class _Recorder(paramiko.ServerInterface):
 
     def check_auth_publickey(self, username, key):
         self.server.auth.append(("publickey", username, key.get_name()))
+        self.server.public_keys.append(key.get_base64())
         return paramiko.AUTH_FAILED
 
     def check_channel_request(self, kind, chanid):
@@ -71,6 +72,7 @@ class _Server:
     def __init__(self, key: paramiko.PKey, port: int = 0):
         self.key = key
         self.auth: list[tuple] = []
+        self.public_keys: list[str] = []
         self.commands: list[str] = []
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -206,6 +208,38 @@ def test_paramiko_refuses_an_impostor_before_authenticating(known_hosts, servers
         ssh.open_paramiko(ssh.Trust.for_host("127.0.0.1", good.port), "127.0.0.1", good.port,
                           username="root", password="s3cret", look_for_keys=False, allow_agent=False)
     assert bad.auth == [] and good.auth == []
+
+
+def test_devlib_connections_use_the_key_file_where_it_is(known_hosts, servers, keys, tmp_path, monkeypatch):
+    """devlib 1.3's check_keyfile() copies every key file to $TMPDIR/<its name> (its permission
+    check masks the mode with 0xFF): two boards' keys, both id_ed25519, overwrote each other there,
+    and a link planted at that path would receive the key. The pinned connection reads the key where
+    it is, and offers that key."""
+    devlib = pytest.importorskip("devlib")
+    import tempfile
+
+    from lisa_ext.target.devlib_target import _pinned_classes
+
+    good, _ = servers
+    _pin(good.port, good.key)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    (tmp / "id_rsa").symlink_to(tmp_path / "received")
+    key_file = tmp_path / "cache" / "id_rsa"
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    keys[1].write_private_key_file(str(key_file))
+    key_file.chmod(0o600)
+    _, platform_cls = _pinned_classes()
+    t = devlib.LinuxTarget(connection_settings={"host": "127.0.0.1", "port": good.port, "username": "root",
+                                                "password": "s3cret", "keyfile": str(key_file)},
+                           platform=platform_cls(ssh.Trust.for_host("127.0.0.1", good.port)),
+                           connect=False, load_default_modules=False)
+    t.platform.init_target_connection(t)
+    conn = t.get_connection()
+    conn.close()
+    assert good.public_keys == [keys[1].get_base64()]
+    assert not (tmp_path / "received").exists() and sorted(p.name for p in tmp.iterdir()) == ["id_rsa"]
 
 
 def test_every_devlib_connection_is_pinned(known_hosts, servers):

@@ -46,18 +46,26 @@ def _pinned_classes() -> tuple[type, type]:
     from devlib.utils.ssh import SshConnection, _handle_paramiko_exceptions
 
     class PinnedSshConnection(SshConnection):
-        """devlib's SSH connection, opened by :func:`lisa_ext.ssh.open_paramiko` (pinned key, RejectPolicy)."""
+        """devlib's SSH connection, opened by :func:`lisa_ext.ssh.open_paramiko` (pinned key, RejectPolicy).
 
-        def __init__(self, *, trust: Trust, **settings: Any):
+        The key file is used where it is. devlib 1.3's ``check_keyfile()`` masks the mode with 0xFF,
+        so it takes every key for one with the wrong permissions and copies it to
+        ``$TMPDIR/<its name>``: one path for every process's ``id_ed25519``. Two boards' tests side
+        by side overwrote each other's copy and one logged in with the other's key ("Could not
+        authenticate"); and a file another user planted at that path would receive the key."""
+
+        def __init__(self, *, trust: Trust, keyfile: str | None = None, **settings: Any):
             self.trust = trust
-            super().__init__(**settings)
+            self._key_path = keyfile
+            super().__init__(keyfile=None, **settings)
+            self.keyfile = keyfile
 
         def _make_client(self):
             keys = self.password is None
             with _handle_paramiko_exceptions():
                 return open_paramiko(self.trust, self.host, self.port, connect_timeout=self.timeout,
                                      username=self.username, password=self.password,
-                                     key_filename=self.keyfile, look_for_keys=keys, allow_agent=keys)
+                                     key_filename=self._key_path, look_for_keys=keys, allow_agent=keys)
 
     class PinnedPlatform(devlib.platform.Platform):
         """A plain devlib platform whose targets connect through :class:`PinnedSshConnection`."""
