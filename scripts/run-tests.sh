@@ -73,10 +73,10 @@ board_cache "$second_cache"
 LISA_EXT_CACHE=$second_cache LISA_EXT_VBOARD_PORT=$second_port run board2 "$board_markers" "${ignored[@]}" "$@"
 board2_rc=$?
 wait "$board_pid"
-board_rc=$(cat "$base/board.rc")
-arm64_rc=$(cat "$base/arm64.rc")
+board_rc=$(cat "$base/board.rc" 2>/dev/null || echo 1)  # no file: the subshell was killed
+arm64_rc=$(cat "$base/arm64.rc" 2>/dev/null || echo 1)
 
-# the four outputs interleave and CI shows only the tail: end with each process's verdict and
+# the five outputs interleave and CI shows only the tail: end with each process's verdict and
 # what failed in it
 echo "summary (exit status build $build_rc, board $board_rc, host $host_rc, board2 $board2_rc, arm64 $arm64_rc):"
 for name in build board host board2 arm64; do

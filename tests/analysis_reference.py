@@ -333,8 +333,8 @@ def record_fio_trace() -> Path:
         cmd += ["-e", e]
     # a fixed number of reads, not a fixed time: a busy host makes the run longer, never smaller;
     # on CPU 0, the one where this host's kernel traces idle -> task switches (docs/analyses.md)
-    cmd += ["--", "fio", "--cpus_allowed=0", "--name=t", f"--filename={out_dir / 'fiofile'}", "--size=16M", "--rw=randread",
-            "--bs=4k", "--ioengine=psync", "--direct=1", f"--number_ios={LIVE_FIO_IOS}", "--thinktime=2000",
+    cmd += ["--", "fio", "--cpus_allowed=0", "--name=t", f"--filename={out_dir / 'fiofile'}", "--size=16M",
+            "--rw=randread", "--bs=4k", "--ioengine=psync", "--direct=1", f"--number_ios={LIVE_FIO_IOS}", "--thinktime=2000",
             "--runtime=60", "--output-format=json", f"--output={out_dir / 'fio.json'}"]
     try:
         subprocess.run(cmd, capture_output=True, timeout=180)
