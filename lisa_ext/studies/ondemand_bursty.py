@@ -30,13 +30,13 @@ from lisa_ext.campaign.store import Run, read_campaign
 from lisa_ext.report.cache import cached_frame, code_digest
 from lisa_ext.report.figures import FigureSpec, load_holoviews, render_figures
 from lisa_ext.rfc_numbers import load_rfc_numbers
-from lisa_ext.studies.rfc import concat_rows, rows_from_metrics, variant_table
+from lisa_ext.studies.rfc import campaign_timing, concat_rows, rows_from_metrics, variant_table
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.trace import load_trace
 
 __all__ = ["CALIBRATION_TOLERANCE_PCT", "MECHANISM_COLUMNS", "MECHANISM_LABELS", "STUDY", "TABLE_ID",
-           "df_calibration", "df_mechanism", "df_records", "df_wakeups", "mechanism_sentences", "rfc_tables",
-           "timeline_figure", "timeline_frames", "timeline_page", "util_label"]
+           "df_calibration", "df_mechanism", "df_records", "df_wakeups", "direction_note", "mechanism_sentences",
+           "rfc_tables", "timeline_figure", "timeline_frames", "timeline_page", "util_label"]
 
 STUDY = "ondemand-bursty"
 TABLE_ID = "sleeping-ebizzy"
@@ -148,6 +148,38 @@ def df_mechanism(campaign_dir: str | os.PathLike) -> pd.DataFrame:
     order = [label for label, _, _ in load_rfc_numbers(STUDY).table(TABLE_ID).rows]
     variants = list(dict.fromkeys(w["variant"]))
     return out.reindex(pd.MultiIndex.from_product([variants, order], names=["variant", "util"])).dropna(how="all")
+
+
+_UTILISATION_NOTE = (
+    "The utilisation each cell reached (calibrated on the board, measured per run) is below, flagged where it "
+    "is more than 10 % away from the row's target: such a cell compares the governors at another load than "
+    "the RFC's row. What the board does show in any timing is the kernel decision the RFC's gain comes from: "
+    "the next section.")
+
+_TIMING_NOTES = {
+    "decisions": (
+        "**Why the direction cannot be read here:** on the virtual board with `decisions` timing an OPP is "
+        "only a number the governor picks: the vCPU runs at the host's speed whatever it is, so records/s "
+        "does not follow the frequency and the RFC's +1-2 % cannot appear; our differences are the "
+        "run-to-run noise of a TCG guest on a shared host (`--board-timing faithful` pays each OPP's speed)."),
+    "faithful": (
+        "**How to read the direction here:** on the virtual board with `faithful` timing a CPU at an OPP gets "
+        "*f / f_max* of the work it gets at the top OPP (within 10 % at every OPP of this table, "
+        "docs/vboard.md#calibration), so records/s follows the frequency the governor picks, as on the RFC's "
+        "machine. The size is not the RFC's: this table's lowest OPP is 29 % of its highest (the RFC's, 50 %), "
+        "and a TCG guest on a shared host is noisy, so the verdict is the confidence interval's, not the sign's."),
+}
+
+
+def direction_note(campaign_dir: str | os.PathLike) -> str:
+    """What the records/s directions can say on the platform the campaign ran on (markdown)."""
+    timing = campaign_timing(campaign_dir)
+    if timing is None:
+        return ("**How to read the direction here:** on a real board records/s follows the frequency the "
+                "governor picks. " + _UTILISATION_NOTE)
+    note = _TIMING_NOTES.get(timing, "Its runs mix the board's timings (" + timing + "): the direction cannot be "
+                             "read across them; rerun the campaign in one timing.")
+    return note + " " + _UTILISATION_NOTE
 
 
 def mechanism_sentences(mechanism: pd.DataFrame, without: str = "without", with_: str = "with") -> list[str]:

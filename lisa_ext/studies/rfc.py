@@ -30,8 +30,8 @@ from lisa_ext.stats.change import pct_change_ci
 from lisa_ext.stats.verdict import AGREES, NO_VERDICT, OPPOSITE, WITHIN_NOISE, direction_verdict, sign_of
 from lisa_ext.vboard.timing import timing_of
 
-__all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "concat_rows", "direction",
-           "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "styled",
+__all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "campaign_timing", "concat_rows",
+           "direction", "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "styled",
            "variant_table"]
 
 #: ``frame.attrs`` key of our cells' per-run values: ``{(row label, column): [values]}``
@@ -50,20 +50,37 @@ _PLATFORM_NAMES = {
 }
 
 
-def campaign_platform(campaign_dir: str | os.PathLike) -> str:
-    """The platform a campaign ran on, as a table caption names it (from its runs' provenance),
-    with the virtual board's timing (:mod:`lisa_ext.vboard.timing`) when its runs recorded one."""
-    runs = read_campaign(Path(campaign_dir)).ok_runs
+def _platform_names(runs) -> set[str]:
     names = {str((run.meta.get("platform") or {}).get("name") or "") for run in runs}
     names.discard("")
-    if not names:
-        return "this platform"
-    platform = " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
+    return names
+
+
+def _timing(runs, names: set[str]) -> str | None:
     # runs from before the timing switch paid nothing: they were "decisions"
     timings = {run.meta.get("board_timing") or timing_of((run.meta.get("kernel") or {}).get("emulation"))
                or ("decisions" if "vboard" in names else None) for run in runs}
     timings.discard(None)
-    return f"{platform}, {' + '.join(sorted(timings))} timing" if timings else platform
+    return " + ".join(sorted(timings)) or None
+
+
+def campaign_timing(campaign_dir: str | os.PathLike) -> str | None:
+    """The virtual board's timing (:mod:`lisa_ext.vboard.timing`) a campaign's runs had:
+    ``faithful``, ``decisions``, both joined by `` + ``, or None off the board."""
+    runs = read_campaign(Path(campaign_dir)).ok_runs
+    return _timing(runs, _platform_names(runs))
+
+
+def campaign_platform(campaign_dir: str | os.PathLike) -> str:
+    """The platform a campaign ran on, as a table caption names it (from its runs' provenance),
+    with the virtual board's timing (:func:`campaign_timing`) when its runs recorded one."""
+    runs = read_campaign(Path(campaign_dir)).ok_runs
+    names = _platform_names(runs)
+    if not names:
+        return "this platform"
+    platform = " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
+    timing = _timing(runs, names)
+    return f"{platform}, {timing} timing" if timing else platform
 
 
 def _check_shape(table: RfcTable, ours: pd.DataFrame, where: str) -> pd.DataFrame:

@@ -1,0 +1,48 @@
+"""A study page says what its directions can show from the board timing its runs had.
+
+On the committed board sample (runs from before the timing switch: ``decisions``) and on a copy
+whose runs say ``faithful`` (what ``--board-timing faithful`` records in each run's meta.json).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from lisa_ext.studies import ondemand_bursty
+from lisa_ext.studies.rfc import campaign_platform, campaign_timing
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity-board"
+
+
+def _with_timing(tmp_path: Path, timings: list[str]) -> Path:
+    campaign = tmp_path / "campaign"
+    shutil.copytree(SAMPLE, campaign)
+    metas = sorted(campaign.glob("runs/**/meta.json"))
+    for i, path in enumerate(metas):
+        meta = json.loads(path.read_text())
+        meta["board_timing"] = timings[i % len(timings)]
+        path.write_text(json.dumps(meta))
+    return campaign
+
+
+def test_runs_before_the_switch_were_decisions_and_the_page_says_the_direction_cannot_be_read():
+    assert campaign_timing(SAMPLE) == "decisions"
+    assert campaign_platform(SAMPLE).endswith(", decisions timing")
+    note = ondemand_bursty.direction_note(SAMPLE)
+    assert note.startswith("**Why the direction cannot be read here:**") and "--board-timing faithful" in note
+
+
+def test_faithful_runs_read_the_direction_from_the_confidence_interval(tmp_path):
+    campaign = _with_timing(tmp_path, ["faithful"])
+    assert campaign_timing(campaign) == "faithful"
+    note = ondemand_bursty.direction_note(campaign)
+    assert note.startswith("**How to read the direction here:**") and "records/s follows the frequency" in note
+    assert "cannot appear" not in note
+
+
+def test_mixed_timings_are_said_not_compared(tmp_path):
+    campaign = _with_timing(tmp_path, ["faithful", "decisions"])
+    assert campaign_timing(campaign) == "decisions + faithful"
+    assert "rerun the campaign in one timing" in ondemand_bursty.direction_note(campaign)
