@@ -26,11 +26,11 @@ from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.figures import FigureSpec, render_figures, residency_figure
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.studies.energy import df_run_power
-from lisa_ext.studies.rfc import rows_from_metrics, variant_table
+from lisa_ext.studies.rfc import rows_from_metrics, timing_text, variant_table
 from lisa_ext.studies.runs import idle_state_names, per_run_analysis
 
 __all__ = ["ENERGY_ROW", "ROW_METRICS", "STUDY", "df_energy", "df_idle_residency", "plot_idle_residency",
-           "rfc_tables", "save_idle_residency_figure"]
+           "rfc_tables", "save_idle_residency_figure", "what_is_real", "why_on_this_board"]
 
 STUDY = "idle-gating"
 #: The RFC's energy row: average power in watts (its label says energy).
@@ -118,3 +118,64 @@ def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: 
     spec = FigureSpec(f"idle-residency-{workload}", plot_idle_residency,
                       (residency[residency["workload"] == workload].reset_index(drop=True), workload))
     return render_figures([spec], out, formats=("svg",))[0]
+
+
+_NOISE_AND_ENERGY = (
+    "Wake-up times under TCG are milliseconds and the host's two cores are shared with other guests, so "
+    "run-to-run differences of tens of % are noise here. The energy row is the kernel's real idle and OPP "
+    "residencies priced by the RK3399 power model, where WFI costs 4 mW and the deep states 0 mW per A53 core: "
+    "trading deep states for WFI can add at most 16 mW on four CPUs, a few % of the busy power, so that row "
+    "moves little and its sign can follow noise in the busy time.")
+
+
+def why_on_this_board(campaign_dir: str | os.PathLike) -> str:
+    """Why the latency rows can or cannot show the RFC's gain on the campaign's platform (markdown)."""
+    return timing_text(
+        campaign_dir,
+        decisions=(
+            "**Why, on this board:** with `decisions` timing the idle states of the board are all HLT "
+            "(`lisa_emu_cpuidle`): the table's exit latencies steer the governor but are not paid, so skipping "
+            "a 370–900 µs exit, the RFC's whole latency gain, does not exist here. What can differ is QEMU's: a "
+            "gated vCPU spins in the poll loop and runs a woken task without QEMU having to wake a halted vCPU "
+            "thread, while `idle-set -D 10` still halts (WFI is a HLT too). " + _NOISE_AND_ENERGY),
+        faithful=(
+            "**Why, on this board:** with `faithful` timing a wake-up from an emulated state is held for that "
+            "state's exit latency from the RK3399 table before the woken task runs, so skipping a 370–900 µs "
+            "exit, the RFC's latency gain, is paid here too, within the calibration's error (RK3399's "
+            "sub-millisecond exit latencies are the least exact: docs/vboard.md#calibration). " + _NOISE_AND_ENERGY),
+        board="**On this board** the idle states' exit latencies are the silicon's: the latency rows measure "
+              "what skipping them gains.",
+    )
+
+
+def what_is_real(campaign_dir: str | os.PathLike) -> str:
+    """The page's "what is real" section for the platform the campaign ran on (markdown)."""
+    emulated = timing_text(
+        campaign_dir,
+        decisions=(
+            "- **Emulated:** the idle states (every state is a HLT; exit latencies and target residencies are the "
+            "RK3399 device tree's numbers, given to the governor, not paid on wake-up) and the OPPs; the energy "
+            "meter (the kernel's residencies priced by the RK3399 power model, WFI 4 mW, deep states 0 mW; the "
+            "gating's poll loop is priced as WFI).\n"
+            "- **Not real:** wake-up latency in µs (QEMU TCG, about 30× slower than hardware, with vCPUs sharing "
+            "two host cores with other guests), and power of silicon. The RFC's latency gain comes from skipping "
+            "deep-state exit latency, which the board does not pay with `decisions` timing; `--board-timing "
+            "faithful` pays it, and a real board (a Linux board over SSH: `lisa-ext study run idle-gating "
+            "--target target-configs/<board>.yml`) shows it on silicon."),
+        faithful=(
+            "- **Emulated:** the idle states (a HLT held, on wake-up, for the exit latency of the RK3399 device "
+            "tree's state; target residencies given to the governor) and the OPPs (each paid at its speed); the "
+            "energy meter (the kernel's residencies priced by the RK3399 power model, WFI 4 mW, deep states 0 mW; "
+            "the gating's poll loop is priced as WFI).\n"
+            "- **Not real:** wake-up latency in µs beyond the exit latencies paid (QEMU TCG, about 30× slower than "
+            "hardware, its timer interrupts late by tenths of a millisecond, with vCPUs sharing two host cores "
+            "with other guests), and power of silicon."),
+        board="- **Real too:** the idle states' exit latencies and the wake-up latencies in µs.",
+    )
+    return ("## What is real on the board and what is not\n\n"
+            "- **Real:** the kernel's scheduling and idle decisions: the menu governor choosing among the RK3399 "
+            "states, `idle-set -D 10` disabling states through sysfs, our gating patch keeping marked tasks' CPUs "
+            "polling (the mechanism table), the `cpu_idle` / `sched_*` events, schbench's and pgbench's own "
+            "measurements of what they saw, PostgreSQL itself.\n" + emulated + "\n"
+            "- **Different from the RFC:** tasks are marked by comm prefix instead of latency_nice -20, and a CPU "
+            "gates for the last marked task it went idle from (the RFC counts every queued marked task).")

@@ -30,13 +30,13 @@ from lisa_ext.campaign.store import Run, read_campaign
 from lisa_ext.report.cache import cached_frame, code_digest
 from lisa_ext.report.figures import FigureSpec, load_holoviews, render_figures
 from lisa_ext.rfc_numbers import load_rfc_numbers
-from lisa_ext.studies.rfc import campaign_timing, concat_rows, rows_from_metrics, variant_table
+from lisa_ext.studies.rfc import concat_rows, rows_from_metrics, timing_text, variant_table
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.trace import load_trace
 
 __all__ = ["CALIBRATION_TOLERANCE_PCT", "MECHANISM_COLUMNS", "MECHANISM_LABELS", "STUDY", "TABLE_ID",
            "df_calibration", "df_mechanism", "df_records", "df_wakeups", "direction_note", "mechanism_sentences",
-           "rfc_tables", "timeline_figure", "timeline_frames", "timeline_page", "util_label"]
+           "rfc_tables", "timeline_figure", "timeline_frames", "timeline_page", "util_label", "what_is_real"]
 
 STUDY = "ondemand-bursty"
 TABLE_ID = "sleeping-ebizzy"
@@ -156,30 +156,52 @@ _UTILISATION_NOTE = (
     "the RFC's row. What the board does show in any timing is the kernel decision the RFC's gain comes from: "
     "the next section.")
 
-_TIMING_NOTES = {
-    "decisions": (
-        "**Why the direction cannot be read here:** on the virtual board with `decisions` timing an OPP is "
-        "only a number the governor picks: the vCPU runs at the host's speed whatever it is, so records/s "
-        "does not follow the frequency and the RFC's +1-2 % cannot appear; our differences are the "
-        "run-to-run noise of a TCG guest on a shared host (`--board-timing faithful` pays each OPP's speed)."),
-    "faithful": (
-        "**How to read the direction here:** on the virtual board with `faithful` timing a CPU at an OPP gets "
-        "*f / f_max* of the work it gets at the top OPP (within 10 % at every OPP of this table, "
-        "docs/vboard.md#calibration), so records/s follows the frequency the governor picks, as on the RFC's "
-        "machine. The size is not the RFC's: this table's lowest OPP is 29 % of its highest (the RFC's, 50 %), "
-        "and a TCG guest on a shared host is noisy, so the verdict is the confidence interval's, not the sign's."),
-}
-
 
 def direction_note(campaign_dir: str | os.PathLike) -> str:
     """What the records/s directions can say on the platform the campaign ran on (markdown)."""
-    timing = campaign_timing(campaign_dir)
-    if timing is None:
-        return ("**How to read the direction here:** on a real board records/s follows the frequency the "
-                "governor picks. " + _UTILISATION_NOTE)
-    note = _TIMING_NOTES.get(timing, "Its runs mix the board's timings (" + timing + "): the direction cannot be "
-                             "read across them; rerun the campaign in one timing.")
-    return note + " " + _UTILISATION_NOTE
+    return timing_text(
+        campaign_dir,
+        decisions=(
+            "**Why the direction cannot be read here:** on the virtual board with `decisions` timing an OPP is "
+            "only a number the governor picks: the vCPU runs at the host's speed whatever it is, so records/s "
+            "does not follow the frequency and the RFC's +1-2 % cannot appear; our differences are the "
+            "run-to-run noise of a TCG guest on a shared host (`--board-timing faithful` pays each OPP's speed)."),
+        faithful=(
+            "**How to read the direction here:** on the virtual board with `faithful` timing a CPU at an OPP "
+            "gets *f / f_max* of the work it gets at the top OPP (within 10 % at every OPP of this table, "
+            "docs/vboard.md#calibration), so records/s follows the frequency the governor picks, as on the "
+            "RFC's machine. The size is not the RFC's: this table's lowest OPP is 29 % of its highest (the "
+            "RFC's, 50 %), and a TCG guest on a shared host is noisy, so the verdict is the confidence "
+            "interval's, not the sign's."),
+        board="**How to read the direction here:** on a real board records/s follows the frequency the governor "
+              "picks.",
+    ) + " " + _UTILISATION_NOTE
+
+
+def what_is_real(campaign_dir: str | os.PathLike) -> str:
+    """The page's "what is real" section for the platform the campaign ran on (markdown)."""
+    speed = timing_text(
+        campaign_dir,
+        decisions=(
+            "- **Not real:** the effect of a frequency on speed. With `decisions` timing an emulated OPP does not "
+            "change the vCPU's speed, so records/s (the RFC's metric) does not follow the frequency; the RFC's "
+            "+1-2 % cannot appear here, and the differences in our table are run-to-run noise of a TCG guest on "
+            "a shared host. With `--board-timing faithful`, or on a Linux board whose cpufreq driver changes "
+            "the clock (`--target` your board's config), the same campaign measures it."),
+        faithful=(
+            "- **Emulated:** the effect of a frequency on speed. With `faithful` timing a CPU below its top OPP "
+            "is halted for (1 - f/f_max) of its busy time, in 1 ms slices, so records/s follows the frequency "
+            "(within 10 % of f/f_max at every OPP, docs/vboard.md#calibration).\n"
+            "- **Not real:** the size of the effect. The OPP table is RK3399's, not the RFC's machine's, and the "
+            "clock underneath is QEMU's: run-to-run noise of a TCG guest on a shared host is larger than the "
+            "RFC's +1-2 %."),
+        board="- **Real:** the effect of a frequency on speed (the board's cpufreq driver changes the clock).",
+    )
+    return ("## What is real on the board and what is not\n\n"
+            "- **Real:** the kernel's decisions. ondemand, its sampling, `dbs_update()` with and without copying "
+            "the previous load, the OPP it requests, the idle states CPU 3 enters (emulated RK3399 states, real "
+            "cpuidle governor decisions), the scheduler's switches; the utilisation ebizzy reaches (measured per "
+            "run).\n" + speed)
 
 
 def mechanism_sentences(mechanism: pd.DataFrame, without: str = "without", with_: str = "with") -> list[str]:

@@ -32,7 +32,7 @@ from lisa_ext.vboard.timing import timing_of
 
 __all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "campaign_timing", "concat_rows",
            "direction", "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "styled",
-           "variant_table"]
+           "timing_text", "variant_table"]
 
 #: ``frame.attrs`` key of our cells' per-run values: ``{(row label, column): [values]}``
 SAMPLES = "samples"
@@ -69,6 +69,18 @@ def campaign_timing(campaign_dir: str | os.PathLike) -> str | None:
     ``faithful``, ``decisions``, both joined by `` + ``, or None off the board."""
     runs = read_campaign(Path(campaign_dir)).ok_runs
     return _timing(runs, _platform_names(runs))
+
+
+def timing_text(campaign_dir: str | os.PathLike, *, decisions: str, faithful: str, board: str) -> str:
+    """What a page says of a campaign's platform: ``decisions`` or ``faithful`` for runs on the
+    virtual board in that timing (:func:`campaign_timing`), ``board`` for runs elsewhere; runs in
+    both timings get a sentence saying so, since nothing on the page compares them."""
+    timing = campaign_timing(campaign_dir)
+    if timing is None:
+        return board
+    texts = {"decisions": decisions, "faithful": faithful}
+    return texts.get(timing, f"Its runs mix the board's timings ({timing}): their directions cannot be read "
+                             "together; rerun the campaign in one timing.")
 
 
 def campaign_platform(campaign_dir: str | os.PathLike) -> str:
