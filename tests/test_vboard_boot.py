@@ -8,6 +8,8 @@ Expected kernel identities come from the build (lisa_ext.kernel.build's artefact
 ones are read over plain ssh here, not through the deploy code under test.
 """
 
+import re
+
 import pytest
 from vboard_helpers import BASELINE, PATCHED, REPO, guest, require_board_capabilities
 
@@ -104,6 +106,30 @@ def test_kexec_switches_to_the_patched_variant(artefacts, booted):
     loaded = guest(board, "cut -d' ' -f1 /proc/modules").split()
     for module in patched.modules:
         assert module.name in loaded
+
+
+def test_a_kexec_that_hangs_is_followed_by_a_cold_boot_of_the_same_kernel(artefacts, booted):
+    """A kernel kexec'd into that never answers: the board is restarted on it, and the provenance
+    says so. The hang is made by halting every vCPU (QMP ``stop``) once ``kexec -e`` is on its way."""
+    from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
+    from lisa_ext.vboard import qemu
+
+    class HangsAfterKexec(BoardTarget):
+        def _wait_back(self, old_boot_id, timeout=600):
+            assert qemu.qmp_execute(self.board.qmp_socket, "stop") == {"return": {}}
+            super()._wait_back(old_boot_id, timeout=20)
+
+    board, _ = booted
+    baseline = artefacts[0]
+    qemu_pid = board.status()["pid"]
+    guest(board, "touch /root/kept-across-the-restart")
+    provenance = deploy_variant(HangsAfterKexec(board), BASELINE, method="kexec")
+    assert provenance["method"] == "boot" and provenance["fallback"]["from"] == "kexec"
+    assert re.search(r"did not answer within 20 s .*vCPUs at [0-9a-f]{8,}", provenance["fallback"]["reason"])
+    assert board.status()["pid"] != qemu_pid
+    assert guest(board, "uname -v").strip() == baseline.version_string
+    assert guest(board, "ls /root/kept-across-the-restart").strip()  # the disk is the one it had
 
 
 def test_a_board_presenting_another_key_is_refused_on_every_path(booted, tmp_path):

@@ -197,9 +197,12 @@ def deploy_artefacts(target: Target, artefacts, *, method: str = "auto", label: 
     method = _method(target, method, before, expected, cmdline)
     if method != "already-running":
         try:
-            target.boot(image, method)
+            fallback = target.boot(image, method)
         except TargetCommandError as exc:
             raise DeployError(str(exc)) from None
+        if fallback is not None:
+            provenance["fallback"] = {"from": method, "reason": fallback.reason}
+            method = fallback.method
     running = _running(target)
     where = target.description
     _verify(expected, {"release": running.release, "version": running.version,
@@ -227,6 +230,10 @@ def deploy_variant(target: Target | str | os.PathLike, spec_path: str | os.PathL
     the target already runs this build with this command line
     (``"already-running"``, knobs still applied), else the target's preferred
     way (the virtual board: boot; a Linux board: kexec; Android: fastboot).
+    When the target got the kernel on by another method than the one tried (the
+    virtual board restarts QEMU on a kernel whose kexec hung), the provenance's
+    ``method`` is the one that worked and ``fallback`` says what was tried and why
+    it failed.
     """
     if isinstance(target, (str, os.PathLike)):
         target = open_target(target)

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from lisa_ext.ssh import Endpoint
 
-__all__ = ["Background", "BootImage", "BusyTarget", "Target", "TargetCommandError", "TargetTimeout"]
+__all__ = ["Background", "BootFallback", "BootImage", "BusyTarget", "Target", "TargetCommandError", "TargetTimeout"]
 
 
 class TargetCommandError(RuntimeError):
@@ -64,6 +64,14 @@ class BootImage:
     board grafts onto QEMU's machine."""
 
 
+@dataclass(frozen=True)
+class BootFallback:
+    """A kernel put on a target by another method than the one asked for, and why."""
+
+    method: str
+    reason: str
+
+
 class Background(Protocol):
     """A command started in the background: its pid (a process group leader) and exit status."""
 
@@ -101,9 +109,10 @@ class Target(Protocol):
     def kernel_cmdline(self, extra: str) -> str:
         """The command line a kernel boots with here, given a variant's ``extra`` part."""
 
-    def boot(self, image: BootImage, method: str) -> None:
+    def boot(self, image: BootImage, method: str) -> BootFallback | None:
         """Reboot into ``image`` by ``method`` (one of :attr:`boot_methods`); returns once it answers
-        again, its LISA connection (if any) reopened."""
+        again, its LISA connection (if any) reopened: None, or how the kernel got there instead
+        when ``method`` did not bring the target back and another did."""
 
     def reset(self) -> bool:
         """Bring a lost target back (kill and restart, power-cycle, reboot); True when it runs

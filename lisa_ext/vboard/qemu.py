@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,6 +44,7 @@ __all__ = [
     "qmp_execute",
     "terminate",
     "free_loopback_port",
+    "vcpu_program_counters",
 ]
 
 #: the QEMU system emulator of each board architecture
@@ -179,15 +181,15 @@ def launch(machine: QemuMachine) -> int:
     return pid
 
 
-def qmp_execute(qmp_socket: Path, command: str, timeout: float = 10.0) -> dict:
+def qmp_execute(qmp_socket: Path, command: str, timeout: float = 10.0, arguments: dict | None = None) -> dict:
     """Run one QMP command and return its reply."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(qmp_socket))
         stream = s.makefile("rw")
         json.loads(stream.readline())  # greeting
-        for execute in ("qmp_capabilities", command):
-            stream.write(json.dumps({"execute": execute}) + "\n")
+        for request in ({"execute": "qmp_capabilities"}, {"execute": command, "arguments": arguments or {}}):
+            stream.write(json.dumps(request) + "\n")
             stream.flush()
             while True:
                 line = stream.readline()
@@ -197,6 +199,13 @@ def qmp_execute(qmp_socket: Path, command: str, timeout: float = 10.0) -> dict:
                 if "event" not in reply:
                     break
         return reply
+
+
+def vcpu_program_counters(qmp_socket: Path, timeout: float = 10.0) -> list[str]:
+    """Where each vCPU is (``info registers -a``: x86 RIP, arm64 PC), for a guest that hangs."""
+    reply = qmp_execute(qmp_socket, "human-monitor-command", timeout,
+                        {"command-line": "info registers -a"}).get("return", "")
+    return re.findall(r"\b(?:RIP|PC)=([0-9a-f]+)", reply if isinstance(reply, str) else "")
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:
