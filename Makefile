@@ -19,7 +19,7 @@ test: setup
 test-studies: setup
 	$(BIN)/python -m pytest tests/test_studies_smoke.py
 
-# only the arm64 board's tests (marker arm64; make test runs them with LISA_EXT_TEST_ARM64=1): ~15 min from nothing
+# only the arm64 board's tests (marker arm64; make test runs them too): ~15 min from nothing
 # (kernel cross-build 7, tests 7)
 test-arm64: setup
 	$(BIN)/python -m pytest -m arm64

@@ -10,9 +10,9 @@
 #   host    every test without the vboard marker, beside `board`; then
 #   board2  the other board tests, on a second board beside `board`: its own cache
 #           ($cache-board2, sharing the kernel builds, ccache and tool builds) and SSH port
-#   arm64   with LISA_EXT_TEST_ARM64=1 only, the arm64 board's tests (marker arm64), once `board` is done: its kernels are
-#           cross-built on the core `board` used, its own cache ($cache-arm64, sharing the same
-#           builds) and SSH port, beside the end of `board2`
+#   arm64   the arm64 board's tests (marker arm64; LISA_EXT_TEST_ARM64=0 leaves them out), once
+#           `board` is done: its kernels are cross-built on the core `board` used, its own cache
+#           ($cache-arm64, sharing the same builds) and SSH port, beside the end of `board2`
 #
 # Each pytest has its own base temporary directory and log ($base/NAME.log); lines are prefixed
 # with the process's name, and a summary of what failed closes the output; the exit status is the
@@ -61,14 +61,12 @@ build_rc=$?
 board_then_arm64() {  # the first board's tests, then the arm64 board's on the core it freed
     run board "$board_markers" "$@" "${board_tests[@]}"
     echo $? >"$base/board.rc"
-    # opt-in for now: in one of two fresh runs a kexec into the eas variant hung in early boot and
-    # the run waited past its boot timeout (docs/vboard.md#its-tests-in-make-test-after-the-first-boards)
-    if [ "${LISA_EXT_TEST_ARM64:-0}" = 1 ]; then
+    if [ "${LISA_EXT_TEST_ARM64:-1}" != 0 ]; then
         board_cache "$arm64_cache"
         LISA_EXT_CACHE=$arm64_cache LISA_EXT_VBOARD_PORT=$arm64_port run arm64 arm64 "$@"
         echo $? >"$base/arm64.rc"
     else
-        echo "[arm64] not run (LISA_EXT_TEST_ARM64=1 runs it)" | tee "$base/arm64.log"
+        echo "[arm64] not run (LISA_EXT_TEST_ARM64=0)" | tee "$base/arm64.log"
         echo 5 >"$base/arm64.rc"
     fi
 }
