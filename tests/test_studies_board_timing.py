@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from lisa_ext.studies import idle_gating, ondemand_bursty
+from lisa_ext.studies import idle_gating, iowait_boost, ondemand_bursty
 from lisa_ext.studies.rfc import campaign_platform, campaign_timing
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity-board"
@@ -35,6 +35,7 @@ def test_runs_before_the_switch_were_decisions_and_the_page_says_the_direction_c
     assert "does not change the vCPU's speed" in ondemand_bursty.what_is_real(SAMPLE)
     assert "not paid" in idle_gating.why_on_this_board(SAMPLE)
     assert "not paid on wake-up" in idle_gating.what_is_real(SAMPLE)
+    assert "does not change the vCPU's speed" in iowait_boost.fio_direction_note(SAMPLE)
 
 
 def test_faithful_runs_read_the_direction_from_the_confidence_interval(tmp_path):
@@ -47,6 +48,9 @@ def test_faithful_runs_read_the_direction_from_the_confidence_interval(tmp_path)
              idle_gating.what_is_real(campaign)]
     assert not any("not paid" in text or "does not change the vCPU's speed" in text for text in pages)
     assert "held for that state's exit latency" in pages[1] and "each paid at its speed" in pages[2]
+    fio = iowait_boost.fio_direction_note(campaign)
+    assert "does not change the vCPU's speed" not in fio and "makes a low OPP slow the vCPU" in fio
+    assert "throttled to 500 IOPS" in fio
 
 
 def test_mixed_timings_are_said_not_compared(tmp_path):

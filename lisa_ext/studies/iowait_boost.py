@@ -17,10 +17,10 @@ import pandas as pd
 
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.rfc_numbers import load_rfc_numbers
-from lisa_ext.studies.rfc import concat_rows, rows_from_metrics, variant_table
+from lisa_ext.studies.rfc import concat_rows, rows_from_metrics, timing_text, variant_table
 from lisa_ext.studies.runs import per_run_analysis
 
-__all__ = ["FIO_WORKLOAD", "PGBENCH_WORKLOADS", "STUDY", "df_wakeup_frequency", "rfc_tables"]
+__all__ = ["FIO_WORKLOAD", "PGBENCH_WORKLOADS", "STUDY", "df_wakeup_frequency", "fio_direction_note", "rfc_tables"]
 
 STUDY = "iowait-boost"
 FIO_WORKLOAD = "fio-psync-randread"
@@ -63,3 +63,18 @@ def df_wakeup_frequency(campaign_dir: str | os.PathLike, window_ms: float = 4.0)
     out = pd.DataFrame({"mhz": g["mean_freq_khz"].mean() / 1000.0, "wakeups": g["wakeups"].sum()}).unstack("kind")
     out.columns = [f"{kind}: {'mean frequency (MHz)' if what == 'mhz' else 'wake-ups'}" for what, kind in out.columns]
     return out[sorted(out.columns, key=lambda c: (not c.startswith("after iowait"), "wake-ups" in c))]
+
+
+def fio_direction_note(campaign_dir: str | os.PathLike) -> str:
+    """What the fio table's IOPS can say on the platform the campaign ran on (markdown)."""
+    throttle = ("the scratch disk is throttled to 500 IOPS, so every variant reads at the disk's rate (a read's "
+                "2 ms slot outlasts its CPU work at the OPPs the governors picked, measured on the faithful board)")
+    return timing_text(
+        campaign_dir,
+        decisions=f"The RFC's direction (IOPS drop without the boost) cannot show here: an emulated OPP does "
+                  f"not change the vCPU's speed with `decisions` timing, and {throttle}.",
+        faithful=f"The RFC's direction (IOPS drop without the boost) cannot show here: `faithful` timing makes a "
+                 f"low OPP slow the vCPU, but {throttle}.",
+        board="On a real board the IOPS are the hardware's: a CPU slowed by a low OPP can lower them, as in "
+              "the RFC.",
+    ) + " The kernel decision the RFC's effect comes from is below: the frequency after iowait wake-ups."
