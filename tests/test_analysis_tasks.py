@@ -26,7 +26,7 @@ EVENTS = ("sched/sched_switch", "sched/sched_waking", "sched/sched_wakeup", "sch
 PROBE = """
 import json, os, sys, threading, time
 def nap():
-    for _ in range(5):
+    for _ in range(10):
         time.sleep(0.005)
 def threads(n):
     ts = [threading.Thread(target=lambda out: (out.append(threading.get_native_id()), nap()), args=(ids,))
@@ -123,7 +123,9 @@ def test_wakeup_latency_of_the_workload_only(recorded):
     df = trace.ana.wakeup_latency.df_wakeup_latencies(tasks=f"exec:{name}")
     every = trace.ana.wakeup_latency.df_all_wakeup_latencies()
     assert df.equals(every[every["pid"].isin(everything)])
-    # every thread slept 5 times: each wake-up is one latency (more when it also waited for the GIL)
+    # every thread slept 10 times; a sleep is one latency (more when it also waited for the GIL) unless
+    # the thread was preempted before it blocked and its timer woke it while still runnable (seen once
+    # on a busy host: 4 of 5): at least half of them
     counts = df["pid"].value_counts()
     slept = {t: int(counts.get(t, 0)) for t in [*parent["threads"], *child["threads"]]}
     assert min(slept.values()) >= 5, slept
