@@ -92,7 +92,7 @@ def qemu_dtb(tmp_path_factory) -> Path:
     return qemu.dump_dtb(machine, tmp_path_factory.mktemp("dtb") / "qemu.dtb")
 
 
-@pytest.mark.arm64  # QEMU's virt tree needs qemu-system-aarch64 (make test-arm64)
+@pytest.mark.arm64  # QEMU's virt tree needs qemu-system-aarch64 (make test: the arm64 process)
 def test_fdt_round_trip_is_exact_for_dtc(qemu_dtb, tmp_path):
     root, reserved = dt.parse_fdt(qemu_dtb.read_bytes())
     again = dt.serialize_fdt(root, reserved)
@@ -111,7 +111,7 @@ def test_read_soc(tmp_path):
     assert big.clock_latency_ns == 60000 and big.idle_states[1].exit_latency_us == 2900
 
 
-@pytest.mark.arm64  # QEMU's virt tree needs qemu-system-aarch64 (make test-arm64)
+@pytest.mark.arm64  # QEMU's virt tree needs qemu-system-aarch64 (make test: the arm64 process)
 def test_board_tree(qemu_dtb, tmp_path):
     soc = dt.read_soc(_dtc(SOC_DTS, tmp_path), "toy", "toy.dts")
     blob = dt.board_tree(qemu_dtb.read_bytes(), soc, (2, 2), ((4000, 0, 0), (24000, 0, 0)))
@@ -142,7 +142,7 @@ def test_board_tree(qemu_dtb, tmp_path):
     assert "capacity-dmips-mhz = <0x400>" in _decompile(blob, tmp_path)
 
 
-@pytest.mark.arm64  # QEMU's virt tree needs qemu-system-aarch64 (make test-arm64)
+@pytest.mark.arm64  # QEMU's virt tree needs qemu-system-aarch64 (make test: the arm64 process)
 def test_board_tree_errors(qemu_dtb, tmp_path):
     soc = dt.read_soc(_dtc(SOC_DTS, tmp_path), "toy", "toy.dts")
     with pytest.raises(UserError, match=r"toy has 2 clusters \(3\+1 CPUs\): expected as many CPU counts"):
