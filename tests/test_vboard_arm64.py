@@ -155,6 +155,48 @@ def test_lisa_pushes_and_runs_its_arm64_binaries(board):
         assert version in target.execute(f"{tool} --version 2>&1 || true", check_exit_code=False)
 
 
+def _records(text: str) -> dict[str, list[int]]:
+    """A debugfs table of the emulation modules: {first field: the other fields}."""
+    return {f[0]: [int(x) for x in f[1:]] for f in (line.split() for line in text.splitlines()) if f}
+
+
+def test_faithful_timing_pays_exit_latency_and_opp_speed(board):
+    """With timing=faithful (what a campaign sets unless it asks for decisions) the arm64 board pays
+    as the x86 one does: a CPU woken from a deep state stays halted for that state's exit latency
+    (the module's holds: time held less time held beyond = holds x latency), and a CPU-bound loop
+    at the big cluster's lowest OPP owes f_max / f - 1 times its useful time as halted stall."""
+    timing = "/sys/module/lisa_emu_{}/parameters/timing"
+    holds_file, speed_file = "/sys/kernel/debug/lisa_emu_cpuidle/holds", "/sys/kernel/debug/lisa_emu_energy/speed"
+    policy = f"{CPU}/cpufreq/policy2"
+    khz = sorted(int(f) for f in guest(board, f"cat {policy}/scaling_available_frequencies").split())
+    latency_us = dict(zip(guest(board, f"cat {CPU}/cpu2/cpuidle/state*/name").split(),
+                          map(int, guest(board, f"cat {CPU}/cpu2/cpuidle/state*/latency").split())))
+    before = _records(guest(board, f"cat {holds_file}"))
+    try:
+        guest(board, f"echo faithful > {timing.format('cpuidle')}; echo faithful > {timing.format('cpufreq')}; "
+                     f"echo userspace > {policy}/scaling_governor; echo {khz[0]} > {policy}/scaling_setspeed")
+        speed = _records(guest(board, f"cat {speed_file}"))["cpu3"]
+        # sleeps long enough for the governor to pick the deep states, then a 1 s busy loop on CPU 3
+        guest(board, "for i in $(seq 20); do sleep 0.05; done; "
+                     "taskset -c 3 timeout 1 sh -c 'while :; do :; done' || true")
+        after_speed = _records(guest(board, f"cat {speed_file}"))["cpu3"]
+        after = _records(guest(board, f"cat {holds_file}"))
+    finally:
+        guest(board, f"echo decisions > {timing.format('cpuidle')}; echo decisions > {timing.format('cpufreq')}; "
+                     f"echo schedutil > {policy}/scaling_governor")
+    held = {name: [a - b for a, b in zip(after[name], before[name])] for name in after}
+    assert held["WFI"][0] == 0, held  # 1 us: not paid
+    for name in ("cpu-sleep", "cluster-sleep"):
+        count, held_ns, beyond_ns = held[name]
+        assert held_ns - beyond_ns == count * latency_us[name] * 1000
+    assert held["cpu-sleep"][0] + held["cluster-sleep"][0] > 0, held
+    useful, stalled, owed, dropped = (a - b for a, b in zip(after_speed[:4], speed[:4]))
+    print(f"arm64, {khz[0] // 1000} MHz: stalled / useful {stalled / useful:.2f} "
+          f"({khz[-1] / khz[0] - 1:.2f} owed per unit of useful time); holds {held}")
+    assert (stalled + dropped + owed) / useful == pytest.approx(khz[-1] / khz[0] - 1, rel=0.1)
+    assert stalled > 0.5 * (stalled + dropped + owed)
+
+
 def test_a_variant_of_another_study_is_kexeced_over_ssh(board):
     from lisa_ext.kernel.build import build_variant
     from lisa_ext.kernel.deploy import deploy_variant

@@ -26,9 +26,12 @@
  * Arm it on the CPU that halts.
  *
  * The "timing" module parameter (both modules, writable at run time):
- *   faithful   pay the cost (the default)
- *   decisions  pay nothing: the tables only steer the governors, every idle
- *              state is a plain halt and every OPP runs at the vCPU's speed
+ *   faithful   pay the cost
+ *   decisions  pay nothing (what the modules load with): the tables only steer
+ *              the governors, every idle state is a plain halt and every OPP
+ *              runs at the vCPU's speed
+ * A campaign writes it before each run, from its spec's board-timing
+ * (lisa_ext.vboard.timing).
  */
 #ifndef LISA_EMU_COST_H
 #define LISA_EMU_COST_H
@@ -61,12 +64,8 @@ static __always_inline void emu_arch_wait_for_irq(void)
 /* ---- the timing switch ---- */
 
 /*
- * Off by default: while a CPU is busy below f_max, the speed's slice timer is
- * armed, and a CPU going idle still has it queued when the governor asks how
- * long it will sleep (tick_nohz_get_sleep_length(); the cpu_idle probe that
- * cancels it runs after the choice), so menu and teo see a sleep of at most
- * one slice and pick shallow states. Until that is fixed faithful timing is
- * opt-in.
+ * Off when loaded, so that a boot measures the kernel's own behaviour until
+ * something asks for the costs (a campaign does, before each run).
  */
 static bool emu_faithful;
 /* Called after each write of the parameter, once the module set it up (may be NULL). */

@@ -9,7 +9,7 @@
  * each cluster's operating-points-v2 table and dynamic-power-coefficient from
  * the SoC's .dtsi. It is cpufreq-dt without a clock or a regulator.
  *
- * Speed, paid (timing=faithful; the default is decisions): a CPU at OPP f
+ * Speed, paid (timing=faithful; the modules load with decisions): a CPU at OPP f
  * gets f / f_max of the work done per unit of time it gets at f_max. Every
  * stretch of useful (busy, not stalled) time u owes a stall of
  * u * (f_max - f) / f, paid with the vCPU halted (lisa_emu_cost.h), so that

@@ -7,7 +7,8 @@
  * states from the guest's device tree (the SoC's arm,idle-state nodes that
  * lisa_ext.vboard.devicetree put there), turned into cpuidle states by the
  * kernel's own dt_init_idle_driver() as cpuidle-psci does, one driver per
- * CPU, every state entered with WFI. Not through PSCI CPU_SUSPEND: under QEMU
+ * CPU, every state entered with WFI (as cpu_do_idle() does, without the
+ * pseudo-NMI priority masking the board's kernel lacks). Not through PSCI CPU_SUSPEND: under QEMU
  * 7.2's TCG a guest whose CPUs idle there stops taking timer interrupts
  * (every CPU halted in the HVC, jiffies frozen), so the board keeps
  * cpuidle-psci from initialising (initcall_blacklist) and loads this driver
@@ -19,7 +20,7 @@
  * latency = entry-latency-us + exit-latency-us, target residency =
  * min-residency-us, as drivers/cpuidle/dt_idle_states.c computes them).
  *
- * Exit latency, paid (timing=faithful; the default is decisions): after the
+ * Exit latency, paid (timing=faithful; the modules load with decisions): after the
  * interrupt that ends the halt, the CPU stays halted until a per-CPU hrtimer
  * at wake-up + the state's exit latency has fired, before ->enter() returns.
  * The woken task is held back meanwhile, as on the SoC, where the CPU is still
@@ -34,7 +35,7 @@
  * for the exit to finish); the hold is not cut short by them. Latencies under
  * EMU_MIN_HOLD_NS (WFI's 1 us) are not paid: a TCG halt and wake-up costs the
  * guest more than that already. timing=decisions pays nothing: every state
- * is a plain HLT, as before this mechanism existed.
+ * is a plain halt (HLT, WFI), as before this mechanism existed.
  *
  * What is real: the governors' state selection, the residency bookkeeping,
  * the cpu_idle / cpu_idle_miss trace events, the usage/time/above/below
@@ -149,7 +150,7 @@ struct emu_hold_stats {
 static struct emu_hold_stats emu_hold_stats[CPUIDLE_STATE_MAX];
 
 /* Interrupts disabled, RCU watching on entry and on return: one halt with RCU idle. */
-static __cpuidle __maybe_unused void emu_idle_halt(void)
+static __cpuidle void emu_idle_halt(void)
 {
 	ct_cpuidle_enter();
 	emu_arch_wait_for_irq();
@@ -160,7 +161,7 @@ static __cpuidle __maybe_unused void emu_idle_halt(void)
  * Just woken (interrupts disabled, RCU watching): stay halted for @latency_ns
  * from now, less what earlier holds overpaid.
  */
-static noinline __maybe_unused void emu_idle_pay_exit_latency(int index, u64 latency_ns)
+static noinline void emu_idle_pay_exit_latency(int index, u64 latency_ns)
 {
 	struct emu_waker *w = this_cpu_ptr(&emu_wakers);
 	s64 *credit = this_cpu_ptr(&emu_hold_credit_ns);
@@ -193,16 +194,6 @@ static noinline __maybe_unused void emu_idle_pay_exit_latency(int index, u64 lat
 static __cpuidle int emu_idle_enter(struct cpuidle_device *dev,
 				    struct cpuidle_driver *drv, int index)
 {
-#ifdef CONFIG_ARM64
-	/*
-	 * table=dt: cpu_do_idle() without pseudo-NMI priority masking, which the
-	 * board's kernel lacks; the cpuidle core does the RCU bookkeeping. The exit
-	 * latency is not paid on arm64 yet (its board runs timing=decisions here).
-	 */
-	dsb(sy);
-	wfi();
-	return index;
-#else
 	u64 latency_ns = drv->states[index].exit_latency_ns;
 
 	if (tif_need_resched())
@@ -213,7 +204,6 @@ static __cpuidle int emu_idle_enter(struct cpuidle_device *dev,
 		emu_idle_pay_exit_latency(index, latency_ns);
 		instrumentation_end();
 	}
-#endif
 	return index;
 }
 
@@ -238,26 +228,9 @@ static void emu_fill_state(struct cpuidle_state *s, const struct emu_idle_state 
 	strscpy(s->desc, e->desc, CPUIDLE_DESC_LEN);
 	s->exit_latency = e->exit_latency_us;
 	s->target_residency = e->target_residency_us;
-	/* x86's ->enter() tells RCU itself around each halt; arm64's plain WFI leaves it to the core */
-	s->flags = IS_ENABLED(CONFIG_ARM64) ? 0 : CPUIDLE_FLAG_RCU_IDLE;
+	s->flags = CPUIDLE_FLAG_RCU_IDLE;	/* ->enter() tells RCU itself around each halt */
 	s->enter = emu_idle_enter;
 }
-
-static struct dentry *emu_debugfs_dir;
-
-/* /sys/kernel/debug/lisa_emu_cpuidle/holds: "<state> <holds> <held_ns> <late_ns>" per state. */
-static int emu_holds_show(struct seq_file *m, void *unused)
-{
-	int i;
-
-	for (i = 0; i < emu_idle_driver.state_count; i++)
-		seq_printf(m, "%s %lld %lld %lld\n", emu_idle_driver.states[i].name,
-			   (long long)atomic64_read(&emu_hold_stats[i].holds),
-			   (long long)atomic64_read(&emu_hold_stats[i].held_ns),
-			   (long long)atomic64_read(&emu_hold_stats[i].late_ns));
-	return 0;
-}
-DEFINE_SHOW_ATTRIBUTE(emu_holds);
 
 #ifdef CONFIG_ARM64
 /* drivers/cpuidle/dt_idle_states.h, a header private to drivers/cpuidle */
@@ -314,9 +287,8 @@ static int emu_dt_register(void)
 			emu_dt_unregister();
 			return ret ? : -ENODEV;
 		}
-		for (i = 1; i < drv->state_count; i++) {
-			/* entered with WFI here: the cpuidle core does the RCU bookkeeping */
-			drv->states[i].flags &= ~CPUIDLE_FLAG_RCU_IDLE;
+		for (i = 0; i < drv->state_count; i++) {
+			drv->states[i].flags |= CPUIDLE_FLAG_RCU_IDLE;	/* as emu_fill_state() */
 			drv->states[i].enter = emu_idle_enter;
 		}
 		ret = cpuidle_register(drv, NULL);
@@ -328,8 +300,16 @@ static int emu_dt_register(void)
 		}
 		per_cpu(emu_dt_drivers, cpu) = drv;
 	}
-	pr_info("lisa_emu_cpuidle: device-tree idle states on every CPU (emulated over WFI)\n");
+	pr_info("lisa_emu_cpuidle: device-tree idle states on every CPU (emulated over WFI), timing=%s\n",
+		emu_faithful ? "faithful" : "decisions");
 	return 0;
+}
+
+/* The states' names for the holds file: the first CPU's driver (the stats are per state index). */
+static struct cpuidle_driver *emu_names_driver(void)
+{
+	return sysfs_streq(table, "dt") ? per_cpu(emu_dt_drivers, cpumask_first(cpu_possible_mask))
+					: &emu_idle_driver;
 }
 #else
 static int emu_dt_register(void)
@@ -339,15 +319,49 @@ static int emu_dt_register(void)
 }
 
 static void emu_dt_unregister(void) { }
+
+static struct cpuidle_driver *emu_names_driver(void)
+{
+	return &emu_idle_driver;
+}
 #endif
+
+static struct dentry *emu_debugfs_dir;
+
+/* /sys/kernel/debug/lisa_emu_cpuidle/holds: "<state> <holds> <held_ns> <late_ns>" per state. */
+static int emu_holds_show(struct seq_file *m, void *unused)
+{
+	struct cpuidle_driver *drv = emu_names_driver();
+	int i;
+
+	for (i = 0; drv && i < drv->state_count; i++)
+		seq_printf(m, "%s %lld %lld %lld\n", drv->states[i].name,
+			   (long long)atomic64_read(&emu_hold_stats[i].holds),
+			   (long long)atomic64_read(&emu_hold_stats[i].held_ns),
+			   (long long)atomic64_read(&emu_hold_stats[i].late_ns));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(emu_holds);
+
+static void emu_debugfs_init(void)
+{
+	emu_debugfs_dir = debugfs_create_dir("lisa_emu_cpuidle", NULL);
+	debugfs_create_file("holds", 0444, emu_debugfs_dir, NULL, &emu_holds_fops);
+}
 
 static int __init emu_idle_init(void)
 {
 	const struct emu_idle_table *t = emu_find_table(table);
 	int first = 0, i, ret, cpu;
 
-	if (sysfs_streq(table, "dt"))
-		return emu_dt_register();
+	for_each_possible_cpu(cpu)
+		emu_waker_init(per_cpu_ptr(&emu_wakers, cpu));
+	if (sysfs_streq(table, "dt")) {
+		ret = emu_dt_register();
+		if (!ret)
+			emu_debugfs_init();
+		return ret;
+	}
 	if (!t) {
 		pr_err("lisa_emu_cpuidle: unknown table '%s'\n", table);
 		return -EINVAL;
@@ -360,16 +374,13 @@ static int __init emu_idle_init(void)
 	for (i = 0; i < t->count && first + i < CPUIDLE_STATE_MAX; i++)
 		emu_fill_state(&emu_idle_driver.states[first + i], &t->states[i]);
 	emu_idle_driver.state_count = first + i;
-	for_each_possible_cpu(cpu)
-		emu_waker_init(per_cpu_ptr(&emu_wakers, cpu));
 
 	ret = cpuidle_register(&emu_idle_driver, NULL);
 	if (ret) {
 		pr_err("lisa_emu_cpuidle: cpuidle_register failed: %d\n", ret);
 		return ret;
 	}
-	emu_debugfs_dir = debugfs_create_dir("lisa_emu_cpuidle", NULL);
-	debugfs_create_file("holds", 0444, emu_debugfs_dir, NULL, &emu_holds_fops);
+	emu_debugfs_init();
 	pr_info("lisa_emu_cpuidle: %s table, %d states (emulated over HLT), timing=%s\n",
 		t->name, emu_idle_driver.state_count, emu_faithful ? "faithful" : "decisions");
 	return 0;
@@ -379,11 +390,10 @@ static void __exit emu_idle_exit(void)
 {
 	int cpu;
 
-	if (sysfs_streq(table, "dt")) {
+	if (sysfs_streq(table, "dt"))
 		emu_dt_unregister();
-		return;
-	}
-	cpuidle_unregister(&emu_idle_driver);
+	else
+		cpuidle_unregister(&emu_idle_driver);
 	for_each_possible_cpu(cpu)
 		hrtimer_cancel(&per_cpu_ptr(&emu_wakers, cpu)->timer);
 	debugfs_remove_recursive(emu_debugfs_dir);
@@ -391,5 +401,5 @@ static void __exit emu_idle_exit(void)
 
 module_init(emu_idle_init);
 module_exit(emu_idle_exit);
-MODULE_DESCRIPTION("lisa-ext: real SoC idle-state tables emulated over HLT, exit latencies paid");
+MODULE_DESCRIPTION("lisa-ext: real SoC idle-state tables emulated over HLT or WFI, exit latencies paid");
 MODULE_LICENSE("GPL");
