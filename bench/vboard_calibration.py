@@ -12,8 +12,9 @@ other table, prints:
   OPP): the median lateness of its timer wake-ups with ``timing=faithful`` minus that with
   ``timing=decisions``, against the state's exit latency (target: within +-25 % or +-100 us),
   and the module's own count of what the holds took beyond the exit latency;
-* a periodic task's util_avg (``/proc/PID/sched``, sampled from CPU 0) at each OPP of
-  rk3399-little, relative to f_max (target: within +-15 %);
+* a periodic task's util_avg (``/proc/PID/sched``, read by the task and by a thread on CPU 0
+  while it sleeps) at each OPP of rk3399-little, relative to f_max (median of REPEAT // 3 rounds,
+  at least 3; target: within +-15 %);
 * the per-run overhead on the board: ``campaigns/vboard-energy.yml`` (two traced, metered 2 s
   rt-app runs) with ``--board-timing faithful`` and ``decisions``, median run time and phases.
 
@@ -156,28 +157,34 @@ def _top_rate(b: Board) -> float:
     return max(b.spin_rate(1.0) for _ in range(3))
 
 
-def util_avg(b: Board, top_rate: float) -> None:
-    iterations = int(top_rate * 0.002)  # 2 ms of work at f_max every 16 ms: util ~128 of 1024
-    print(f"\n## util_avg of a periodic task per OPP (CPU 3, 16 ms period, 2 ms of work at f_max, "
-          f"up to 20 samples from CPU 0, their mean)\n")
-    print("| OPP (MHz) | busy per period (ms) | util_avg mean | / f_max's | error |")
+def util_avg(b: Board, top_rate: float, repeat: int) -> None:
+    """``repeat`` rounds, each visiting every OPP of rk3399-little from the top: a periodic task's
+    mean util_avg over 10 s (the helper's ``util`` mode, 2 s of warm-up left out). The error is the
+    median over rounds of each round's ratio to its own f_max figure: the host's speed drifts
+    between rounds, which moves a round's figures together."""
+    # 2 ms of the loop at f_max every 16 ms. A shorter burst leaves the lower OPPs' figures further
+    # below f_max's (docs/vboard.md#calibration says why): with 1 ms, -32 % at 408 MHz
+    iterations = int(top_rate * 0.002)
+    periods, warmup = 750, 125
+    print(f"\n## util_avg of a periodic task per OPP (CPU 3, 16 ms period, 2 ms of the loop at f_max; per round "
+          f"and OPP the mean of (trough + peak) / 2 over {periods - warmup} periods; {repeat} rounds)\n")
+    print("| OPP (MHz) | loop per period (ms) | util_avg, median of rounds | / f_max's, median of rounds | error |")
     print("|---|---|---|---|---|")
     b.reload("lisa_emu_cpufreq", f"opps={OPP_TABLES[0]}")
     b.timing("faithful")
     opps = b.opps()
-    results = {}
-    for khz in reversed(opps):
-        b.set_khz(khz)
-        # 12 s of periods; sampling (a fork and exec each, slow under TCG) starts after 2 s of them
-        out = b.sh(f"taskset -c {CPU} {HELPER} periodic 16000 {iterations} 750 > /tmp/periodic.out & "
-                   "sleep 2; pid=$(sed -n 's/^pid //p' /tmp/periodic.out); "
-                   "for i in $(seq 20); do taskset -c 0 grep -h 'se.avg.util_avg' /proc/$pid/sched; "
-                   "sleep 0.2; done 2>/dev/null; wait")
-        samples = [int(x) for x in re.findall(r"se\.avg\.util_avg\s*:\s*(\d+)", out)]
-        results[khz] = statistics.fmean(samples)
+    rounds: list[dict[int, float]] = []
+    for _ in range(repeat):
+        means = {}
+        for khz in reversed(opps):
+            b.set_khz(khz)
+            out = b.sh(f"taskset -c {CPU} {HELPER} util 16000 {iterations} {periods}")
+            pairs = [(int(m[1]), int(m[2])) for m in re.finditer(r"^util (-?\d+) (-?\d+)$", out, re.M)][warmup:]
+            means[khz] = statistics.fmean((trough + peak) / 2 for trough, peak in pairs if trough >= 0 and peak >= 0)
+        rounds.append(means)
     for khz in opps:
-        ratio = results[khz] / results[opps[-1]]
-        print(f"| {khz // 1000} | {2.0 * opps[-1] / khz:.1f} | {results[khz]:.0f} | {ratio:.3f} "
+        ratio = _median([r[khz] / r[opps[-1]] for r in rounds])
+        print(f"| {khz // 1000} | {2.0 * opps[-1] / khz:.1f} | {_median([r[khz] for r in rounds]):.0f} | {ratio:.3f} "
               f"| {100 * (ratio - 1):+.1f} % |")
 
 
@@ -203,7 +210,8 @@ def overhead(repeat: int) -> None:
 
 
 def _build_helper(out: Path) -> None:
-    subprocess.run(["gcc", "-static", "-O2", "-o", str(out), str(REPO / "bench" / "vboard_calib.c")], check=True)
+    subprocess.run(["gcc", "-static", "-pthread", "-O2", "-o", str(out), str(REPO / "bench" / "vboard_calib.c")],
+                   check=True)
 
 
 def smoke() -> int:
@@ -254,7 +262,7 @@ def main() -> int:
             b.push_helper(helper)
             top_rate = throughput(b, args.repeat) if "throughput" in only else 0.0
             if "util" in only:
-                util_avg(b, top_rate or _top_rate(b))
+                util_avg(b, top_rate or _top_rate(b), max(3, args.repeat // 3))
             if "idle" in only:
                 print(f"\n## Extra wake-up latency per idle state (CPU 3 held in the state, its other states "
                       f"disabled, a 20 ms periodic task, {args.wakeups} wake-ups per timing, medians)\n")
