@@ -114,13 +114,13 @@ def test_bad_values(tmp_path, old, new, expected):
     assert expected in bad(tmp_path, old, new)
 
 
-def test_board_timing_defaults_to_decisions_and_can_be_overridden(tmp_path):
+def test_board_timing_defaults_to_faithful_and_can_be_overridden(tmp_path):
     path = write_spec(tmp_path / "spec.yml", GOOD)
-    assert load_spec(path).board_timing == "decisions"
-    assert load_spec(path, board_timing="faithful").board_timing == "faithful"
-    path = write_spec(tmp_path / "faithful.yml", GOOD.replace("iterations: 2", "iterations: 2\nboard-timing: faithful"))
     assert load_spec(path).board_timing == "faithful"
     assert load_spec(path, board_timing="decisions").board_timing == "decisions"
+    path = write_spec(tmp_path / "fast.yml", GOOD.replace("iterations: 2", "iterations: 2\nboard-timing: decisions"))
+    assert load_spec(path).board_timing == "decisions"
+    assert load_spec(path, board_timing="faithful").board_timing == "faithful"
     with pytest.raises(SpecError, match="board-timing: 'slow' is not one of: faithful, decisions"):
         load_spec(path, board_timing="slow")
 
@@ -209,10 +209,10 @@ def test_resuming_with_another_board_timing_is_one_error(tmp_path):
 
     path = write_spec(tmp_path / "spec.yml", GOOD)
     out = tmp_path / "out"
-    first = CampaignRunner(load_spec(path, board_timing="faithful"), out)
+    first = CampaignRunner(load_spec(path, board_timing="decisions"), out)
     first._open_store()
     first._save_state()  # as after its first run
-    CampaignRunner(load_spec(path, board_timing="faithful"), out, resume=True)._open_store()
-    with pytest.raises(UserError, match=f"{out} was run with board timing faithful; resume it with "
-                                        "--board-timing faithful"):
+    CampaignRunner(load_spec(path, board_timing="decisions"), out, resume=True)._open_store()
+    with pytest.raises(UserError, match=f"{out} was run with board timing decisions; resume it with "
+                                        "--board-timing decisions"):
         CampaignRunner(load_spec(path), out, resume=True)._open_store()

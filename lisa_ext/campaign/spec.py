@@ -8,7 +8,7 @@ iterations and which trace events to record::
     iterations: 3
     order: interleave                       # or group-by-variant
     retries: 1                              # when the target is lost mid-run
-    board-timing: faithful                  # default decisions (the virtual board only)
+    board-timing: decisions                 # default faithful (the virtual board only)
     trace:
       events: [sched:sched_switch, sched:sched_wakeup]
     variants:

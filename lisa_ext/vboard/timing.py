@@ -2,20 +2,18 @@
 
 ``faithful``: an emulated idle state's exit latency delays the woken CPU and an
 emulated OPP gives the CPU ``f / f_max`` of its speed (``kernels/platform-emu/lisa_emu_cost.h``
-says how). ``decisions`` (the default): the tables only steer the governors, every state is a plain halt and
-every OPP runs at the vCPU's speed (faster to run; the throughput, latency and energy effects of
-the decisions do not show).
+says how); the default. ``decisions``: the tables only steer the governors, every state is a plain
+halt and every OPP runs at the vCPU's speed (faster to run; the throughput, latency and energy
+effects of the decisions do not show).
 
 The switch is the ``timing`` parameter of ``lisa_emu_cpuidle`` and ``lisa_emu_cpufreq``, writable
 at run time. A campaign sets it before each run from its spec's ``board-timing`` (default
-``decisions``; ``lisa-ext campaign run --board-timing`` and ``study run --board-timing`` override
+``faithful``; ``lisa-ext campaign run --board-timing`` and ``study run --board-timing`` override
 it) on targets that run the modules, and records what the modules report in each run's
 ``meta.json`` (``board_timing``, and every module parameter under ``kernel.emulation``). On a
 board up by hand: ``lisa-ext vboard ssh 'echo faithful > /sys/module/lisa_emu_cpufreq/parameters/timing'``
-(and the same for ``lisa_emu_cpuidle``), until its next boot.
-
-Faithful timing is opt-in: its calibration still misses at the lowest OPPs and a run takes about
-1.5x as long (docs/vboard.md#calibration).
+(and the same for ``lisa_emu_cpuidle``), until its next boot: the modules load with ``decisions``.
+How closely the faithful board pays the tables: docs/vboard.md#calibration.
 """
 
 from __future__ import annotations
@@ -26,10 +24,10 @@ __all__ = ["DEFAULT_TIMING", "EMULATION_PARAMS_COMMAND", "MODULES", "TIMINGS", "
            "parse_emulation_params", "timing_knobs", "timing_of"]
 
 TIMINGS = ("faithful", "decisions")
-DEFAULT_TIMING = "decisions"
+DEFAULT_TIMING = "faithful"
 #: what each timing means, for the spec schema and the command lines that choose one
-TIMINGS_HELP = ("faithful: exit latencies and OPP speeds paid, ~1.5x slower; "
-                "decisions (default): not paid, faster")
+TIMINGS_HELP = ("faithful (default): exit latencies and OPP speeds paid; "
+                "decisions: not paid, up to ~1.5x faster")
 #: the emulation modules that have a ``timing`` parameter
 MODULES = ("lisa_emu_cpuidle", "lisa_emu_cpufreq")
 #: one line ``<path> <value>`` per parameter of every loaded emulation module
