@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -211,8 +212,34 @@ def test_resuming_with_another_board_timing_is_one_error(tmp_path):
     out = tmp_path / "out"
     first = CampaignRunner(load_spec(path, board_timing="decisions"), out)
     first._open_store()
-    first._save_state()  # as after its first run
+    first._save_state()  # as after its first run, on the board:
+    _published_run(out, board_timing="decisions")
     CampaignRunner(load_spec(path, board_timing="decisions"), out, resume=True)._open_store()
     with pytest.raises(UserError, match=f"{out} was run with board timing decisions; resume it with "
                                         "--board-timing decisions"):
         CampaignRunner(load_spec(path), out, resume=True)._open_store()
+
+
+def _published_run(campaign: Path, board_timing: str | None) -> None:
+    """A finished run's meta.json as the runner writes it: ``board_timing`` None off the board."""
+    run = campaign / "runs" / "v1" / "w1" / "0"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"board_timing": board_timing}))
+
+
+def test_runs_off_the_board_resume_under_any_board_timing(tmp_path):
+    """A campaign on a target without the emulation modules (the quickstart on this machine) paid
+    for nothing: a new default timing does not stop it from resuming, and its state follows."""
+    from lisa_ext.campaign.runner import CampaignRunner
+    from lisa_ext.campaign.store import CampaignStore
+
+    path = write_spec(tmp_path / "spec.yml", GOOD)
+    out = tmp_path / "out"
+    first = CampaignRunner(load_spec(path, board_timing="decisions"), out)
+    first._open_store()
+    first._save_state()
+    _published_run(out, board_timing=None)
+    resumed = CampaignRunner(load_spec(path), out, resume=True)
+    resumed._open_store()
+    assert resumed.state["board_timing"] == "faithful"
+    assert CampaignStore(out).board_timings() == set()

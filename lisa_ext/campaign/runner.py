@@ -205,8 +205,12 @@ class CampaignRunner:
         self.state.setdefault("created", _now())
         timing = self.state.setdefault("board_timing", self.spec.board_timing)
         if timing != self.spec.board_timing:
-            raise UserError(f"{store.root} was run with board timing {timing}; resume it with --board-timing "
-                            f"{timing}, or run {self.spec.board_timing} into another directory")
+            # only runs that paid (or not) for the board's decisions bind a campaign to a timing: those
+            # on a target without the emulation modules (this machine, a phone) recorded none
+            if store.board_timings():
+                raise UserError(f"{store.root} was run with board timing {timing}; resume it with --board-timing "
+                                f"{timing}, or run {self.spec.board_timing} into another directory")
+            self.state["board_timing"] = self.spec.board_timing
 
     def _save_state(self) -> None:
         self.store.write_state(self.state)

@@ -367,6 +367,19 @@ class CampaignStore:
         """Whether any run was published here."""
         return self.runs_dir.is_dir() and any(self.runs_dir.glob("*/*/[0-9]*"))
 
+    def board_timings(self) -> set[str]:
+        """The board timings its published runs recorded (``meta.json``'s ``board_timing``); runs on
+        targets without the emulation modules record none."""
+        timings = set()
+        for meta in self.runs_dir.glob("*/*/[0-9]*/meta.json"):
+            try:
+                timing = json.loads(meta.read_text()).get("board_timing")
+            except (OSError, ValueError, AttributeError):
+                continue  # a damaged run: the scan quarantines it
+            if isinstance(timing, str):
+                timings.add(timing)
+        return timings
+
     def last_change(self) -> float:
         """When a run was last published or moved aside here (an mtime; 0 without runs)."""
         return max((d.stat().st_mtime for d in self.runs_dir.glob("*/*") if d.is_dir()), default=0.0)
