@@ -45,12 +45,21 @@ class Event:
 
 
 def report_events(path, events=None) -> list[Event]:
-    """Events of ``path`` as ``trace-cmd report -N -R -t`` prints them."""
+    """Events of ``path`` as ``trace-cmd report -N -R -t`` prints them.
+
+    A report that fails or prints no event is run once more, then fails the test with what
+    trace-cmd said: one CI run got no event from a trace that reports 7,821 lines every other time,
+    and the reference then silently compared against nothing."""
     cmd = ["trace-cmd", "report", "-N", "-R", "-t"]
     for e in events or ():
         cmd += ["-F", e]
-    out = subprocess.run(cmd + [str(path)], capture_output=True, text=True, errors="replace").stdout
-    return parse_report(out.splitlines())
+    for _ in range(2):
+        proc = subprocess.run(cmd + [str(path)], capture_output=True, text=True, errors="replace")
+        parsed = parse_report(proc.stdout.splitlines())
+        if proc.returncode == 0 and (parsed or events):
+            return parsed
+    raise AssertionError(f"{' '.join(cmd)} {path}: exit status {proc.returncode}, {len(parsed)} events, "
+                         f"{len(proc.stdout)} bytes of output; stderr: {proc.stderr[-2000:]!r}")
 
 
 def parse_report(lines) -> list[Event]:
