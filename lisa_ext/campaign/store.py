@@ -373,8 +373,8 @@ class CampaignStore:
         timings = set()
         for meta in self.runs_dir.glob("*/*/[0-9]*/meta.json"):
             try:
-                timing = json.loads(meta.read_text()).get("board_timing")
-            except (OSError, ValueError, AttributeError):
+                timing = read_json_object(meta).get("board_timing")
+            except SpecError:
                 continue  # a damaged run: the scan quarantines it
             if isinstance(timing, str):
                 timings.add(timing)
