@@ -22,6 +22,7 @@ import pytest
 
 from lisa_ext.kernel.build import build_variant
 from lisa_ext.vboard.board import BoardSettings
+from vboard_helpers import debugfs_records
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "kernels"
@@ -177,7 +178,7 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     assert "timing=decisions" in console.split("LOADED /lisa_emu_cpuidle")[0]  # the default, as loaded
     assert sysfs[timing.format("cpuidle")] == sysfs[timing.format("cpufreq")] == "faithful"
     assert all(v == "ok" for k, v in sysfs.items() if k.startswith("KNOB")), sysfs
-    before, after = (_records(sysfs[f"SPEED {when}"], 7) for when in ("BEFORE", "AFTER"))
+    before, after = (debugfs_records(sysfs[f"SPEED {when}"], 7) for when in ("BEFORE", "AFTER"))
     useful, stalled, owed, dropped = (sum(after[c][i] - before[c][i] for c in after) for i in (0, 1, 2, 3))
     work = int(sysfs["BURST 2"]) / int(sysfs["BURST 1"])
     print(f"faithful burst at 408 MHz: stalled / useful {stalled / useful:.2f} (1416 / 408 - 1 = 2.47), "
@@ -190,19 +191,13 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     assert (stalled + dropped + owed) / useful == pytest.approx(1416 / 408 - 1, rel=0.1)
     assert stalled > 0.5 * (stalled + dropped + owed)
     assert work < 0.6
-    holds = _records(sysfs["/sys/kernel/debug/lisa_emu_cpuidle/holds"], 4)
+    holds = debugfs_records(sysfs["/sys/kernel/debug/lisa_emu_cpuidle/holds"], 4)
     latency_us = {name: int(sysfs[f"{CPU}/cpu0/cpuidle/state{i}/latency"]) for i, name in enumerate(holds)}
     assert holds["WFI"][0] == 0  # 1 us: not paid
     for name in ("cpu-sleep", "cluster-sleep"):
         count, held_ns, late_ns = holds[name]
         assert held_ns - late_ns == count * latency_us[name] * 1000
     assert holds["cpu-sleep"][0] + holds["cluster-sleep"][0] > 0, holds
-
-
-def _records(text: str, width: int) -> dict[str, list[int]]:
-    """A debugfs table flattened to one line by the dump: {first field: the other fields}."""
-    fields = text.split()
-    return {fields[i]: [int(x) for x in fields[i + 1:i + width]] for i in range(0, len(fields), width)}
 
 
 def test_iowait_boost_cap_knob(init_binary, tmp_path):

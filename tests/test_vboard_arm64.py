@@ -17,7 +17,7 @@ import re
 import struct
 
 import pytest
-from vboard_helpers import REPO, guest, require_board_capabilities
+from vboard_helpers import REPO, debugfs_records, guest, require_board_capabilities
 
 pytestmark = [pytest.mark.vboard, pytest.mark.arm64]
 
@@ -155,11 +155,6 @@ def test_lisa_pushes_and_runs_its_arm64_binaries(board):
         assert version in target.execute(f"{tool} --version 2>&1 || true", check_exit_code=False)
 
 
-def _records(text: str) -> dict[str, list[int]]:
-    """A debugfs table of the emulation modules: {first field: the other fields}."""
-    return {f[0]: [int(x) for x in f[1:]] for f in (line.split() for line in text.splitlines()) if f}
-
-
 def test_faithful_timing_pays_exit_latency_and_opp_speed(board):
     """With timing=faithful (what a campaign sets unless it asks for decisions) the arm64 board pays
     as the x86 one does: a CPU woken from a deep state stays halted for that state's exit latency
@@ -171,16 +166,16 @@ def test_faithful_timing_pays_exit_latency_and_opp_speed(board):
     khz = sorted(int(f) for f in guest(board, f"cat {policy}/scaling_available_frequencies").split())
     latency_us = dict(zip(guest(board, f"cat {CPU}/cpu2/cpuidle/state*/name").split(),
                           map(int, guest(board, f"cat {CPU}/cpu2/cpuidle/state*/latency").split())))
-    before = _records(guest(board, f"cat {holds_file}"))
+    before = debugfs_records(guest(board, f"cat {holds_file}"), 4)
     try:
         guest(board, f"echo faithful > {timing.format('cpuidle')}; echo faithful > {timing.format('cpufreq')}; "
                      f"echo userspace > {policy}/scaling_governor; echo {khz[0]} > {policy}/scaling_setspeed")
-        speed = _records(guest(board, f"cat {speed_file}"))["cpu3"]
+        speed = debugfs_records(guest(board, f"cat {speed_file}"), 7)["cpu3"]
         # sleeps long enough for the governor to pick the deep states, then a 1 s busy loop on CPU 3
         guest(board, "for i in $(seq 20); do sleep 0.05; done; "
                      "taskset -c 3 timeout 1 sh -c 'while :; do :; done' || true")
-        after_speed = _records(guest(board, f"cat {speed_file}"))["cpu3"]
-        after = _records(guest(board, f"cat {holds_file}"))
+        after_speed = debugfs_records(guest(board, f"cat {speed_file}"), 7)["cpu3"]
+        after = debugfs_records(guest(board, f"cat {holds_file}"), 4)
     finally:
         guest(board, f"echo decisions > {timing.format('cpuidle')}; echo decisions > {timing.format('cpufreq')}; "
                      f"echo schedutil > {policy}/scaling_governor")

@@ -37,3 +37,11 @@ def guest(board, command: str) -> str:
             "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known_hosts_pin_path()}",
             "-o", "HostKeyAlias=lisa-ext-vboard", "-o", "LogLevel=ERROR", "root@127.0.0.1", command]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+
+
+def debugfs_records(text: str, width: int) -> dict[str, list[int]]:
+    """An emulation module's debugfs table (``lisa_emu_cpuidle/holds``: 4 fields a line,
+    ``lisa_emu_energy/speed``: 7), as printed or flattened to one line by a dump: {first field: the
+    other fields}."""
+    fields = text.split()
+    return {fields[i]: [int(x) for x in fields[i + 1:i + width]] for i in range(0, len(fields), width)}
