@@ -3,7 +3,10 @@
  * A tiny /init for tests/test_kernel_emulation.py: boots from an initramfs,
  * loads the two platform-emulation modules (parameters from /params, one line
  * per module), writes the knobs listed in /knobs ("PATH VALUE" per line),
- * idles in periods of 0.2, 1.2 and 4 ms, runs a 300 ms busy burst, prints
+ * idles in periods of 0.2, 1.2 and 4 ms (over the 4 ms ones, prints "SLEEPS
+ * <count> <runtime_ns> <late_ns>": the runtime the sleeping task was charged
+ * from just before each sleep to just after it, and how much longer than
+ * asked the sleeps took), runs a 300 ms busy burst, prints
  * every file matching the globs in /dump as "FILE path: content" and powers
  * off. Built with gcc -static by the test. The burst prints how many loop
  * iterations it did ("BURST 1 N"); with /knobs2 (same format as /knobs), those
@@ -86,6 +89,26 @@ static void speed(const char *when)
 	buf[n > 0 ? n : 0] = 0;
 	for (char *c = buf; *c; c++) if (*c == '\n') *c = ' ';
 	printf("SPEED %s %s\n", when, buf);
+}
+
+/* The calling thread's runtime so far, from /proc/thread-self/schedstat; 0 if unreadable. */
+static unsigned long long runtime_ns(void)
+{
+	char buf[128];
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0) close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return strtoull(buf, NULL, 10);
+}
+
+static long long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 /* 300 ms of wall time in a CPU-bound loop; prints the iterations it did */
@@ -213,7 +236,20 @@ int main(void)
 		read_meter("START", meter, sizeof meter);
 	}
 	/* idle periods of several lengths, then a busy burst */
-	for (int i = 0; i < 300; i++) usleep(i % 3 == 0 ? 200 : i % 3 == 1 ? 1200 : 4000);
+	unsigned long long charged = 0;
+	long long late = 0;
+	for (int i = 0; i < 300; i++) {
+		if (i % 3 < 2) {
+			usleep(i % 3 == 0 ? 200 : 1200);
+			continue;
+		}
+		unsigned long long r0 = runtime_ns();
+		long long t0 = now_ns();
+		usleep(4000);
+		late += now_ns() - t0 - 4000000LL;
+		charged += runtime_ns() - r0;
+	}
+	printf("SLEEPS 100 %llu %lld\n", charged, late);
 	burst(1);
 	if (access("/knobs2", R_OK) == 0) {
 		write_knobs("/knobs2");

@@ -81,6 +81,7 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
     found = {m.group(1): m.group(2).strip() for m in re.finditer(r"^FILE (\S+): (.*)$", out, re.M)}
     found.update({f"KNOB {m.group(1)}": m.group(2) for m in re.finditer(r"^KNOB (\S+ \S+): (.*)$", out, re.M)})
     found.update({f"BURST {m.group(1)}": m.group(2) for m in re.finditer(r"^BURST (\d) (\d+)$", out, re.M)})
+    found.update({"SLEEPS": m.group(1) for m in re.finditer(r"^SLEEPS (\d+ \d+ -?\d+)$", out, re.M)})
     found.update({f"SPEED {m.group(1)}": m.group(2) for m in re.finditer(r"^SPEED (BEFORE|AFTER) (.*)$", out, re.M)})
     found["CONSOLE"] = out
     return found
@@ -166,7 +167,8 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     have owed f_max / f - 1 times their useful time (1416 / 408 MHz: 2.47), paid most of it
     halted, and done clearly less work than over the first (f / f_max = 0.29 of it on a quiet
     host; a loaded one makes a TCG guest's speed vary between bursts,
-    bench/vboard_calibration.py measures it); the deep states' exit latencies must have been held."""
+    bench/vboard_calibration.py measures it); the deep states' exit latencies must have been held,
+    and not charged to the task they woke."""
     timing = "/sys/module/lisa_emu_{}/parameters/timing"
     lowest = [f"{CPU}/cpufreq/{p}/{k}" for p in ("policy0", "policy2")
               for k in ("scaling_governor userspace", "scaling_setspeed 408000")]
@@ -177,7 +179,8 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     console = sysfs["CONSOLE"]
     assert "timing=decisions" in console.split("LOADED /lisa_emu_cpuidle")[0]  # the default, as loaded
     assert sysfs[timing.format("cpuidle")] == sysfs[timing.format("cpufreq")] == "faithful"
-    assert all(v == "ok" for k, v in sysfs.items() if k.startswith("KNOB")), sysfs
+    refused = {k: v for k, v in sysfs.items() if k.startswith("KNOB") and v != "ok"}
+    assert not refused, refused
     before, after = (debugfs_records(sysfs[f"SPEED {when}"], 7) for when in ("BEFORE", "AFTER"))
     useful, stalled, owed, dropped = (sum(after[c][i] - before[c][i] for c in after) for i in (0, 1, 2, 3))
     work = int(sysfs["BURST 2"]) / int(sysfs["BURST 1"])
@@ -198,6 +201,14 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
         count, held_ns, late_ns = holds[name]
         assert held_ns - late_ns == count * latency_us[name] * 1000
     assert holds["cpu-sleep"][0] + holds["cluster-sleep"][0] > 0, holds
+    # The hold comes after the waking interrupt ran; the woken task must not be charged it as
+    # running time (kernels/patches/board/0002-*): over its 4 ms sleeps, the runtime charged from
+    # just before each sleep to just after it is the syscalls', a small part of the sleeps'
+    # lateness, which includes the holds: 0.15 of it here on a quiet host, 0.54 on a kernel without
+    # that patch.
+    sleeps, charged_ns, late_ns = map(int, sysfs["SLEEPS"].split())
+    print(f"{sleeps} sleeps of 4 ms: {late_ns / sleeps / 1e3:.0f} us late, {charged_ns / sleeps / 1e3:.0f} us charged")
+    assert charged_ns < 0.3 * late_ns
 
 
 def test_iowait_boost_cap_knob(init_binary, tmp_path):

@@ -24,7 +24,14 @@
  * interrupt that ends the halt, the CPU stays halted until a per-CPU hrtimer
  * at wake-up + the state's exit latency has fired, before ->enter() returns.
  * The woken task is held back meanwhile, as on the SoC, where the CPU is still
- * powering up when the interrupt arrives; the residency the cpuidle core measures
+ * powering up when the interrupt arrives. The interrupt's wake-up, though, ran
+ * before the hold (on the SoC it runs after the exit) and left the next
+ * schedule() its rq clock from before it: the hold ends with
+ * sched_idle_exit_latency_paid() (board-support patch
+ * kernels/patches/board/0002-*), which refreshes that clock, so that the woken
+ * task's runtime and PELT utilisation start after the exit, not at the
+ * interrupt (without it, a task woken from RK3399's cluster-sleep is charged
+ * the 900 us hold as running time). The residency the cpuidle core measures
  * includes the hold, as it includes the exit on the SoC (menu and teo
  * subtract the exit latency from it themselves). How (lisa_emu_cost.h for
  * the halt): every state has CPUIDLE_FLAG_RCU_IDLE, so ->enter() tells RCU
@@ -133,6 +140,13 @@ EMU_TIMING_PARAM("each idle state's exit latency");
 /* Shorter exit latencies are not paid: one TCG halt and wake-up costs more. */
 #define EMU_MIN_HOLD_NS (10 * NSEC_PER_USEC)
 
+/*
+ * From the board-support patch (kernels/patches/board/0002-sched-idle-*):
+ * weak, so that the module also loads on a kernel without it, where the woken
+ * task's runtime then includes the hold.
+ */
+extern void sched_idle_exit_latency_paid(void) __weak;
+
 static DEFINE_PER_CPU(struct emu_waker, emu_wakers);
 /*
  * Per CPU, what its holds paid beyond their exit latencies (< 0: short of
@@ -181,6 +195,8 @@ static noinline void emu_idle_pay_exit_latency(int index, u64 latency_ns)
 		now = ktime_get_ns();
 	}
 	hrtimer_try_to_cancel(&w->timer);
+	if (sched_idle_exit_latency_paid)
+		sched_idle_exit_latency_paid();
 	*credit = min_t(s64, (s64)(now - start) - owed, EMU_MAX_HOLD_CREDIT_NS);
 	atomic64_inc(&emu_hold_stats[index].holds);
 	atomic64_add(now - start, &emu_hold_stats[index].held_ns);
