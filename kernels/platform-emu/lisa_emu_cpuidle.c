@@ -141,11 +141,14 @@ EMU_TIMING_PARAM("each idle state's exit latency");
 #define EMU_MIN_HOLD_NS (10 * NSEC_PER_USEC)
 
 /*
- * From the board-support patch (kernels/patches/board/0002-sched-idle-*):
- * weak, so that the module also loads on a kernel without it, where the woken
- * task's runtime then includes the hold.
+ * sched_idle_exit_latency_paid() of the board-support patch
+ * (kernels/patches/board/0002-sched-idle-*), looked up at load rather than
+ * linked: a weak reference needs a GOT relocation that arm64's module loader
+ * refuses. NULL on a kernel without the patch, where the woken task's runtime
+ * then includes the hold.
  */
-extern void sched_idle_exit_latency_paid(void) __weak;
+#define EMU_EXIT_LATENCY_PAID "sched_idle_exit_latency_paid"
+static void (*emu_exit_latency_paid)(void);
 
 static DEFINE_PER_CPU(struct emu_waker, emu_wakers);
 /*
@@ -195,8 +198,8 @@ static noinline void emu_idle_pay_exit_latency(int index, u64 latency_ns)
 		now = ktime_get_ns();
 	}
 	hrtimer_try_to_cancel(&w->timer);
-	if (sched_idle_exit_latency_paid)
-		sched_idle_exit_latency_paid();
+	if (emu_exit_latency_paid)
+		emu_exit_latency_paid();
 	*credit = min_t(s64, (s64)(now - start) - owed, EMU_MAX_HOLD_CREDIT_NS);
 	atomic64_inc(&emu_hold_stats[index].holds);
 	atomic64_add(now - start, &emu_hold_stats[index].held_ns);
@@ -365,24 +368,15 @@ static void emu_debugfs_init(void)
 	debugfs_create_file("holds", 0444, emu_debugfs_dir, NULL, &emu_holds_fops);
 }
 
-static int __init emu_idle_init(void)
+static int __init emu_table_register(void)
 {
 	const struct emu_idle_table *t = emu_find_table(table);
-	int first = 0, i, ret, cpu;
+	int first = 0, i, ret;
 
-	for_each_possible_cpu(cpu)
-		emu_waker_init(per_cpu_ptr(&emu_wakers, cpu));
-	if (sysfs_streq(table, "dt")) {
-		ret = emu_dt_register();
-		if (!ret)
-			emu_debugfs_init();
-		return ret;
-	}
 	if (!t) {
 		pr_err("lisa_emu_cpuidle: unknown table '%s'\n", table);
 		return -EINVAL;
 	}
-
 	if (poll_state) {
 		cpuidle_poll_state_init(&emu_idle_driver);
 		first = 1;
@@ -396,9 +390,28 @@ static int __init emu_idle_init(void)
 		pr_err("lisa_emu_cpuidle: cpuidle_register failed: %d\n", ret);
 		return ret;
 	}
-	emu_debugfs_init();
 	pr_info("lisa_emu_cpuidle: %s table, %d states (emulated over HLT), timing=%s\n",
 		t->name, emu_idle_driver.state_count, emu_faithful ? "faithful" : "decisions");
+	return 0;
+}
+
+static int __init emu_idle_init(void)
+{
+	int ret, cpu;
+
+	for_each_possible_cpu(cpu)
+		emu_waker_init(per_cpu_ptr(&emu_wakers, cpu));
+	emu_exit_latency_paid = __symbol_get(EMU_EXIT_LATENCY_PAID);
+	if (!emu_exit_latency_paid)
+		pr_warn("lisa_emu_cpuidle: no %s() (board-support patch 0002): a woken task is charged the exit latency as runtime\n",
+			EMU_EXIT_LATENCY_PAID);
+	ret = sysfs_streq(table, "dt") ? emu_dt_register() : emu_table_register();
+	if (ret) {
+		if (emu_exit_latency_paid)
+			__symbol_put(EMU_EXIT_LATENCY_PAID);
+		return ret;
+	}
+	emu_debugfs_init();
 	return 0;
 }
 
@@ -413,6 +426,8 @@ static void __exit emu_idle_exit(void)
 	for_each_possible_cpu(cpu)
 		hrtimer_cancel(&per_cpu_ptr(&emu_wakers, cpu)->timer);
 	debugfs_remove_recursive(emu_debugfs_dir);
+	if (emu_exit_latency_paid)
+		__symbol_put(EMU_EXIT_LATENCY_PAID);
 }
 
 module_init(emu_idle_init);
