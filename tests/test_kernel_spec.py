@@ -52,9 +52,8 @@ def test_ondemand_and_idle_gating_variants_share_one_kernel_and_differ_by_knobs(
     assert set(specs) == {"ondemand-bursty/with", "ondemand-bursty/without", "idle-gating/baseline",
                           "idle-gating/idle-set-d10", "idle-gating/gating"}
     assert len({(s.patches, s.configs) for s in specs.values()}) == 1
-    board, *patches = next(iter(specs.values())).patches
-    assert board.parent.name == "board"  # board support first
-    assert [p.name[:4] for p in patches] == ["0003", "0004"]
+    series = next(iter(specs.values())).patches
+    assert [p.name[:4] for p in series if p.parent.name != "board"] == ["0003", "0004"]
     knobs = {name: dict(s.knobs) for name, s in specs.items()}
     copy = "/sys/module/cpufreq_governor/parameters/copy_prev_load"
     assert knobs["ondemand-bursty/with"][copy] == "Y" and knobs["ondemand-bursty/without"][copy] == "N"
@@ -65,6 +64,17 @@ def test_ondemand_and_idle_gating_variants_share_one_kernel_and_differ_by_knobs(
     assert knobs["idle-gating/gating"]["/sys/devices/system/cpu/cpu*/cpuidle/state[1-9]*/disable"] == "0"
     # the variants switch on one boot without a reboot: each must write every knob any of them writes
     assert len({frozenset(k) for k in knobs.values()}) == 1
+
+
+def test_every_board_variant_starts_with_every_board_support_patch():
+    board_patches = sorted((KERNELS / "patches/board").glob("*.patch"))
+    assert len(board_patches) == 2
+    variants = sorted(p for p in KERNELS.glob("*/*.yml"))
+    assert len(variants) == 13
+    for path in variants:
+        for arch in load_spec(path).arches:
+            spec = load_spec(path, arch=arch)
+            assert list(spec.patches[:len(board_patches)]) == board_patches, (path, arch)
 
 
 def test_full_spec_resolves_paths_and_defaults(tmp_path):
@@ -131,7 +141,7 @@ def test_cli_check_reports_ok_and_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "check", str(good)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
-    assert "ok: variant 'no-iowait-boost'" in r.stdout and "2 patch(es)" in r.stdout  # board support + iowait_boost_cap
+    assert "ok: variant 'no-iowait-boost'" in r.stdout and "3 patch(es)" in r.stdout  # board support x2 + iowait_boost_cap
     bad = write_spec(tmp_path, "name: v\nconfigs: [frag.config]\npatches: [missing.patch]\n")
     r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "check", str(bad)],
                        capture_output=True, text=True, cwd=REPO)
