@@ -116,6 +116,8 @@ def _prepare_inputs(trace: Path, lisa_events: int, work: Path) -> tuple[Path, Pa
 
 
 def _rate(events: float, seconds: float) -> str:
+    if seconds <= 0:  # under the CPU clock's resolution: a smoke run's small trace can take none
+        return f"{'n/a':>9}"
     r = events / seconds
     return f"{r / 1e6:7.2f} M" if r >= 1e5 else f"{r / 1e3:7.1f} k"
 
