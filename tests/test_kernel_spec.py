@@ -69,7 +69,7 @@ def test_ondemand_and_idle_gating_variants_share_one_kernel_and_differ_by_knobs(
 def test_every_board_variant_starts_with_every_board_support_patch():
     board_patches = sorted((KERNELS / "patches/board").glob("*.patch"))
     assert len(board_patches) == 2
-    variants = sorted(p for p in KERNELS.glob("*/*.yml"))
+    variants = sorted(KERNELS.glob("*/*.yml"))
     assert len(variants) == 13
     for path in variants:
         for arch in load_spec(path).arches:
