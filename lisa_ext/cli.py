@@ -15,13 +15,17 @@ action has a description; help text is plain (no reST markup).
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import importlib
+import os
 import sys
-from typing import Sequence
+import threading
+from typing import NoReturn, Sequence
 
 from lisa_ext.errors import UserError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "run"]
 
 #: command name -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -74,5 +78,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+#: collect young objects every this many allocations (Python's default: 700)
+GC_YOUNG_THRESHOLD = 50_000
+
+
+def run() -> NoReturn:
+    """The ``lisa-ext`` executable: :func:`main` in a process that runs one command.
+
+    - The cyclic collector runs every :data:`GC_YOUNG_THRESHOLD` allocations instead of
+      700: a command's imports and frames stay alive until it ends, and collecting them
+      over and over was ~12 % of an uncached report's CPU.
+    - When :func:`main` returns and no other thread runs, the process leaves without
+      tearing the interpreter down (~0.7 s of freeing thousands of modules after a
+      report): exit handlers run and the standard streams are flushed first.
+    """
+    gc.set_threshold(GC_YOUNG_THRESHOLD)
+    code = main()
+    if threading.active_count() > 1:
+        sys.exit(code)  # the interpreter waits for those threads
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be written
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

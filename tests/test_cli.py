@@ -96,3 +96,36 @@ def test_an_option_means_one_thing_everywhere():
         if option not in _FIXED and len(seen) > 1:
             problems.append(f"{option} has several placeholders: {sorted(seen)}")
     assert not problems, "\n".join(problems)
+
+
+def test_the_command_leaves_early_with_its_whole_output_and_exit_code(tmp_path, capsys):
+    """``lisa-ext`` (lisa_ext.cli.run) skips the interpreter's teardown: what a command
+    printed to a pipe still arrives whole, and its exit code is kept."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lisa_ext.cli import main
+    from lisa_ext.report.build import campaign_metrics
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity"
+    if not sample.is_dir():
+        pytest.skip("data/samples/wq-affinity is not in this checkout")
+    metrics = tmp_path / "metrics.csv"
+    table = campaign_metrics(sample, traces=False)
+    table[table["workload"] == "fio-randread"].to_csv(metrics, index=False)
+    argv = ["compare", str(metrics), "--baseline", "cache", "--format", "markdown"]
+    assert main(argv) == 0
+    expected = capsys.readouterr().out
+    # all of it still in the buffer of a pipe's stdout when the command returns
+    assert "read_iops" in expected and len(expected) < 8192
+    # block-buffered, as a pipe's stdout is unless the environment says otherwise
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-m", "lisa_ext.cli", *argv], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert (done.returncode, done.stdout) == (0, expected)
+    bad = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "compare", str(tmp_path / "none.csv"),
+                          "--baseline", "cache"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "none.csv" in bad.stderr
