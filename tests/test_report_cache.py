@@ -110,3 +110,31 @@ def test_fast_figures_draw_the_holoviews_figures_numbers(tmp_path):
         model = drawing.BOKEH[spec.builder.__name__](*spec.args)
         assert model.title.text == spec.args[1]
     assert isinstance(hv.Store.current_backend, str)
+
+
+def test_the_reports_own_bokeh_figures_pass_bokehs_document_checks():
+    """The report serialises its own figures without bokeh's per-document checks
+    (figures._json_item_unvalidated): each kind it draws must pass them, here, once."""
+    from bokeh.core.validation.check import check_integrity
+    from bokeh.model.util import collect_models
+
+    from lisa_ext.report import drawing
+
+    if not SAMPLE.is_dir():
+        pytest.skip("data/samples/wq-affinity is not in this checkout")
+    campaign = read_campaign(SAMPLE)
+    trace = build._collect_traces(campaign, use_cache=False)
+    metrics = build.metrics_frame(campaign, pd.DataFrame(trace.rows))
+    specs = build._figures(campaign, metrics, build.compare(metrics, "system"), trace)
+    kinds = {}
+    for spec in specs:
+        kinds.setdefault(spec.builder.__name__, spec)
+    # the sample's traces have no idle or frequency events: a residency figure of its own
+    residency = pd.DataFrame({"variant": ["system", "system", "pinned"], "state": ["WFI", "running", "WFI"],
+                              "pct": [60.0, 40.0, 100.0]})
+    kinds["residency_figure"] = figures.FigureSpec("residency", figures.residency_figure,
+                                                   (residency, "idle state residency", "idle state"))
+    assert set(kinds) == set(drawing.BOKEH)
+    for name, spec in kinds.items():
+        issues = check_integrity(collect_models(drawing.BOKEH[name](*spec.args, **spec.kwargs)))
+        assert (issues.error, issues.warning) == ([], []), name
