@@ -104,6 +104,20 @@ def test_load_trace_second_time_uses_cache(tmp_path, cache_root, no_decoding):
     pd.testing.assert_frame_equal(first, second, check_categorical=False)
 
 
+def test_a_trace_loaded_again_under_another_cache_root_is_cached_there(tmp_path, monkeypatch):
+    """The parser keeps the last traces it prepared: not across a change of
+    $LISA_EXT_CACHE, whose entry (and LISA's swap) a prepared trace points into."""
+    from lisa_ext.trace import load_trace
+
+    path = shared_trace("public/lisa/trace_idle.dat")
+    for name in ("a", "b"):
+        monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / name))
+        trace = load_trace(path)
+        trace.df_event("cpu_idle")
+        assert Path(trace._cache.swap_dir).is_relative_to(tmp_path / name)
+        assert any((tmp_path / name / "traces").iterdir())
+
+
 def test_damaged_entry_is_rebuilt(tmp_path, cache_root):
     path = shared_trace("public/lisa/trace_idle.dat")
     first = read_trace(path)

@@ -55,6 +55,7 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.trace.read import detect_format, read_trace, read_uncached
 from lisa_ext.trace.cache import TraceCacheEntry
 from lisa_ext.trace.tracedat import open_tracedat
+from lisa_ext.workbench import cache_root
 
 _lisa_trace = import_lisa("lisa.trace")
 _datautils = import_lisa("lisa.datautils")
@@ -209,7 +210,9 @@ def _load(path: str, cache: bool) -> _Prepared:
 def prepare_trace(path: str, cache: bool) -> _Prepared:
     """The tables of ``path`` as the parser serves them, read once per file version."""
     st = os.stat(path)
-    key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, cache)
+    # the cache's place too: a prepared trace points into one cache (LISA's swap is there)
+    key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+           os.fspath(cache_root()) if cache else None)
     prepared = _PREPARED.get(key)
     if prepared is None:
         prepared = _load(path, cache)
