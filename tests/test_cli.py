@@ -10,12 +10,17 @@ same thing, with the same placeholder, in every command.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
-from lisa_ext.cli import COMMANDS, build_parser
+from lisa_ext.cli import COMMANDS, build_parser, main
+from lisa_ext.report.build import campaign_metrics
 
 #: reST that leaks from docstrings: ``literal``, :func:`x`, `x`_ links
 _REST = re.compile(r"``|:(?:func|mod|class|meth|attr|data|exc|obj|ref):`|`_\b")
@@ -101,14 +106,6 @@ def test_an_option_means_one_thing_everywhere():
 def test_the_command_leaves_early_with_its_whole_output_and_exit_code(tmp_path, capsys):
     """``lisa-ext`` (lisa_ext.cli.run) skips the interpreter's teardown: what a command
     printed to a pipe still arrives whole, and its exit code is kept."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from lisa_ext.cli import main
-    from lisa_ext.report.build import campaign_metrics
-
     sample = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity"
     if not sample.is_dir():
         pytest.skip("data/samples/wq-affinity is not in this checkout")

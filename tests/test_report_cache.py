@@ -114,7 +114,7 @@ def test_fast_figures_draw_the_holoviews_figures_numbers(tmp_path):
 
 def test_the_reports_own_bokeh_figures_pass_bokehs_document_checks():
     """The report serialises its own figures without bokeh's per-document checks
-    (figures._json_item_unvalidated): each kind it draws must pass them, here, once."""
+    (figures._bokeh_item): each kind it draws must pass them, here, once."""
     from bokeh.core.validation.check import check_integrity
     from bokeh.model.util import collect_models
 

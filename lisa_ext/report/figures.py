@@ -385,38 +385,34 @@ def _draw_files(spec: FigureSpec, cache: Path, key: str, formats: Sequence[str],
         elif files:
             written = export(spec.build(), stem, files, dpi)
         if ITEM in formats and not (cache / f"{key}.{ITEM}").exists():
-            # deferred: see the note under __all__
-            from bokeh.embed import json_item
-
-            if _own_builder(spec) in drawing.BOKEH:
-                item = _json_item_unvalidated(_bokeh_model(spec))
-                # definitions of the custom models of whatever extensions this process
-                # imported (panel's, holoviews'): our figures use bokeh's own models only,
-                # and the page must not depend on what else was imported
-                item["doc"].pop("defs", None)
-            else:
-                item = json_item(_bokeh_model(spec))
             path = stem.with_suffix(f".{ITEM}")
             # key order kept: a model is defined where it first appears, referred to after
-            path.write_text(json.dumps(item), encoding="utf-8")
+            path.write_text(json.dumps(_bokeh_item(spec)), encoding="utf-8")
             written.append(path)
         for path in written:
             os.replace(path, cache / path.name)
 
 
-def _json_item_unvalidated(model) -> dict:
-    """bokeh's ``json_item`` of ``model`` without its document checks (a sixth of the
-    item's cost): the report's own figures have a fixed structure, tested once in
-    tests/test_report_cache.py, not per figure drawn."""
+def _bokeh_item(spec: FigureSpec) -> dict:
+    """bokeh's ``json_item`` of the figure of ``spec`` in figures.html."""
     # deferred: see the note under __all__
     from bokeh.embed import json_item
     from bokeh.settings import settings
 
+    if _own_builder(spec) not in drawing.BOKEH:
+        return json_item(_bokeh_model(spec))
+    # without bokeh's document checks (a sixth of an item's cost): the report's own figures
+    # have a fixed structure, checked once by tests/test_report_cache.py, not at each drawing
     settings.perform_document_validation.set_value(False)
     try:
-        return json_item(model)
+        item = json_item(_bokeh_model(spec))
     finally:
         settings.perform_document_validation.unset_value()
+    # definitions of the custom models of whatever extensions this process imported
+    # (panel's, holoviews'): our figures use bokeh's own models only, and the page must
+    # not depend on what else was imported
+    item["doc"].pop("defs", None)
+    return item
 
 
 def _bokeh_model(spec: FigureSpec):
