@@ -178,10 +178,14 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
     return runs.per_run_analysis(repo_path(campaign_dir), analysis, method, **kwargs)
 
 
-#: the iframe of :func:`show_page` takes its document's height once the plots are drawn
-_FIT_FRAME = ("const f=this,b=f.contentDocument&&f.contentDocument.body;if(!b)return;"
+#: the iframe of :func:`show_page` takes its document's height once the plots are drawn.
+#: bokeh's pages hold html and body at 100 % of the frame: a body that size never resizes as
+#: plots drawn after loading grow past the frame, so it becomes at least the frame's height
+#: and grows with its content (never 0: a frame without height is not drawn, nor observed).
+_FIT_FRAME = ("const f=this,d=f.contentDocument,b=d&&d.body;if(!b)return;"
+              "b.style.height='auto';b.style.minHeight='100%';"
               "const fit=()=>{f.style.height=Math.max(b.scrollHeight,"
-              "f.contentDocument.documentElement.scrollHeight)+'px'};"
+              "d.documentElement.scrollHeight)+'px'};"
               "fit();new f.contentWindow.ResizeObserver(fit).observe(b)")
 
 

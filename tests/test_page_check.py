@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import page_check
+from lisa_ext import study
 from lisa_ext.report.figures import svg_text
 
 
@@ -91,3 +92,21 @@ def test_every_defect_is_found(checked):
 def test_the_fixed_page_passes(checked):
     assert checked[False].seen["svg_figures"] == 1 and checked[False].seen["iframes"] == 1
     assert not checked[False].findings, checked[False].report()
+
+
+def test_a_shown_page_that_draws_after_loading_fits_its_frame(tmp_path):
+    """study.show_page's frame follows its page as bokeh's do: html and body at 100 % of the
+    frame, the plot drawn after the page loaded and taller than the frame's first height."""
+    shown = tmp_path / "plot.html"
+    shown.write_text(
+        "<!DOCTYPE html><html><head><style>html, body {display: flow-root; height: 100%; margin: 0}"
+        "</style></head><body><script>window.addEventListener('load', () => setTimeout(() => {"
+        "const plot = document.createElement('div'); plot.style.height = '1200px';"
+        "plot.textContent = 'plot'; document.body.appendChild(plot)}, 500))</script></body></html>",
+        encoding="utf-8")
+    page = tmp_path / "page.html"
+    page.write_text('<html><body><div class="jp-OutputArea-output">'
+                    f'{study.show_page(shown, height=900).data}</div></body></html>', encoding="utf-8")
+    found = page_check.check_page(page)
+    assert found.seen["iframes"] == 1
+    assert [f for f in found.findings if f["check"] == "clipped"] == []
