@@ -182,11 +182,14 @@ def per_run_analysis(campaign_dir: str | os.PathLike, analysis: str, method: str
 #: bokeh's pages hold html and body at 100 % of the frame: a body that size never resizes as
 #: plots drawn after loading grow past the frame, so it becomes at least the frame's height
 #: and grows with its content (never 0: a frame without height is not drawn, nor observed).
+#: Observers are told at rendering frames, which a busy or headless browser may not draw for
+#: seconds: the frame is also fitted every 250 ms during the first 10 s.
 _FIT_FRAME = ("const f=this,d=f.contentDocument,b=d&&d.body;if(!b)return;"
               "b.style.height='auto';b.style.minHeight='100%';"
               "const fit=()=>{f.style.height=Math.max(b.scrollHeight,"
               "d.documentElement.scrollHeight)+'px'};"
-              "fit();new f.contentWindow.ResizeObserver(fit).observe(b)")
+              "fit();new f.contentWindow.ResizeObserver(fit).observe(b);"
+              "let n=0;const t=setInterval(()=>{fit();if(++n===40)clearInterval(t)},250)")
 
 
 def show_page(path: str | os.PathLike, height: int = 900):
