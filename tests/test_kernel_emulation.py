@@ -165,10 +165,10 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     """Both policies at the lowest OPP (userspace governor): a 300 ms CPU-bound burst with
     timing=decisions, then one with timing=faithful, in one boot. Over the second, the CPUs must
     have owed f_max / f - 1 times their useful time (1416 / 408 MHz: 2.47), paid part of it
-    halted (most of it on a quiet host), and done clearly less work than over the first (f / f_max = 0.29 of it on a quiet
-    host; a loaded one makes a TCG guest's speed vary between bursts,
-    bench/vboard_calibration.py measures it); the deep states' exit latencies must have been held,
-    and not charged to the task they woke."""
+    halted (most of it on a quiet host), and done clearly less work than over the first
+    (f / f_max = 0.29 of it on a quiet host; a loaded one makes a TCG guest's speed vary between
+    bursts, bench/vboard_calibration.py measures it); the deep states' exit latencies must have
+    been held, and not charged to the task they woke."""
     timing = "/sys/module/lisa_emu_{}/parameters/timing"
     lowest = [f"{CPU}/cpufreq/{p}/{k}" for p in ("policy0", "policy2")
               for k in ("scaling_governor userspace", "scaling_setspeed 408000")]
