@@ -42,6 +42,7 @@ from lisa_ext.report.perfetto import perfetto_link
 from lisa_ext.report.readable import readable_table
 from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
+from lisa_ext.target import CLOCKS, CLOCKS_HELP
 from lisa_ext.vboard.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import output_dir, workbench_path
 
@@ -98,12 +99,12 @@ def find_study(name: str, root: Path | None = None) -> Study:
 def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
                     run: bool = True, progress: bool = True, smoke: bool = False,
                     target: str | os.PathLike | None = None,
-                    board_timing: str | None = None) -> RunSummary | None:
+                    board_timing: str | None = None, board_clock: str | None = None) -> RunSummary | None:
     """Run (or resume) the campaign into ``campaign_dir`` when ``run`` is true; its summary.
 
     With ``run=False`` the runs already collected are used as they are (``None``), so a
-    notebook can be re-rendered without touching a target. ``smoke``, ``target`` and
-    ``board_timing`` are :func:`~lisa_ext.campaign.spec.load_spec`'s.
+    notebook can be re-rendered without touching a target. ``smoke``, ``target``,
+    ``board_timing`` and ``board_clock`` are :func:`~lisa_ext.campaign.spec.load_spec`'s.
     """
     campaign_dir = Path(campaign_dir)
     if not run:
@@ -111,7 +112,7 @@ def ensure_campaign(spec: str | os.PathLike, campaign_dir: str | os.PathLike, *,
             raise UserError(f"{campaign_dir}: no runs collected yet; run the campaign first "
                             f"(lisa-ext campaign run {spec} --out {campaign_dir})")
         return None
-    loaded = load_spec(spec, smoke=smoke, target=target, board_timing=board_timing)
+    loaded = load_spec(spec, smoke=smoke, target=target, board_timing=board_timing, board_clock=board_clock)
     return run_campaign(loaded, campaign_dir, resume=True, progress=progress)
 
 
@@ -320,13 +321,13 @@ def export_notebook(nb, out_html: Path) -> Path:
 def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = True,
               progress: bool = True, smoke: bool = False,
               target: str | os.PathLike | None = None, board_timing: str | None = None,
-              echo=print) -> Path:
+              board_clock: str | None = None, echo=print) -> Path:
     """Run (or resume) the study's campaign, write its report into ``campaign_dir/report``,
     execute its notebook (which reads the report) into ``out_html``."""
     if not run and not CampaignStore(campaign_dir).has_runs():
         _name_the_other_size(study, Path(campaign_dir), smoke)
     summary = ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target,
-                              board_timing=board_timing)
+                              board_timing=board_timing, board_clock=board_clock)
     if summary is not None:
         echo(summary.line())
     # the study's own report: settings, also when --no-run renders runs made before they changed
@@ -362,7 +363,8 @@ def _run(args: argparse.Namespace) -> int:
     name = f"{study.name}-smoke" if args.smoke else study.name
     out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{name}.html"
     html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress,
-                     smoke=args.smoke, target=args.target, board_timing=args.board_timing)
+                     smoke=args.smoke, target=args.target, board_timing=args.board_timing,
+                     board_clock=args.board_clock)
     print(f"{study.name} page: {html.resolve()}")
     return 0
 
@@ -412,6 +414,8 @@ def register(subparsers) -> None:
                      help="LISA target config to run on instead of the spec's (another platform)")
     run.add_argument("--board-timing", choices=TIMINGS, metavar="{faithful,decisions}",
                      help=f"the virtual board's timing, instead of the spec's ({TIMINGS_HELP})")
+    run.add_argument("--board-clock", choices=CLOCKS, metavar="{host,virtual}",
+                     help=f"the virtual board's clock, instead of the spec's ({CLOCKS_HELP})")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
     new = sub.add_parser("new", help="start a study: spec, kernel variants or knob values, notebook",

@@ -176,7 +176,7 @@ def test_cli_bad_spec_stops_before_running(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"lisa-ext campaign: error: {spec}: repeat (line 4): unknown key; allowed here: "
-        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, board-timing, smoke, report, android"]
+        "name, description, target, iterations, order, trace, energy, variants, workloads, retries, requires, board-timing, board-clock, smoke, report, android"]
     assert not out.exists()
 
 

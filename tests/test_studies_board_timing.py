@@ -29,7 +29,7 @@ def _with_timing(tmp_path: Path, timings: list[str]) -> Path:
 
 def test_runs_before_the_switch_were_decisions_and_the_page_says_the_direction_cannot_be_read():
     assert campaign_timing(SAMPLE) == "decisions"
-    assert campaign_platform(SAMPLE).endswith(", decisions timing")
+    assert campaign_platform(SAMPLE).endswith(", decisions timing, host clock")
     note = ondemand_bursty.direction_note(SAMPLE)
     assert note.startswith("**Why the direction cannot be read here:**") and "--board-timing faithful" in note
     assert "does not change the vCPU's speed" in ondemand_bursty.what_is_real(SAMPLE)

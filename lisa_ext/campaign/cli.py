@@ -13,7 +13,7 @@ from lisa_ext.campaign.status import campaign_status
 from lisa_ext.campaign.tools import BUILDABLE, build_tool, cached_build, install_tool
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.compat import quiet_lisa_logs
-from lisa_ext.target import TargetConfig, connect
+from lisa_ext.target import CLOCKS, CLOCKS_HELP, TargetConfig, connect
 from lisa_ext.vboard.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import shown_path
 
@@ -25,7 +25,7 @@ def default_campaign_dir(name: str) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec, board_timing=args.board_timing)
+    spec = load_spec(args.spec, board_timing=args.board_timing, board_clock=args.board_clock)
     out = Path(args.out) if args.out else default_campaign_dir(spec.name)
     summary = run_campaign(spec, out, resume=args.resume, progress=not args.no_progress)
     print(summary.line())
@@ -104,6 +104,8 @@ def register(subparsers) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--board-timing", choices=TIMINGS, metavar="{faithful,decisions}",
                      help=f"the virtual board's timing, instead of the spec's board-timing ({TIMINGS_HELP})")
+    run.add_argument("--board-clock", choices=CLOCKS, metavar="{host,virtual}",
+                     help=f"the virtual board's clock, instead of the spec's board-clock ({CLOCKS_HELP})")
     run.set_defaults(func=_run)
     check = sub.add_parser("check", help="validate a spec, its target config and its kernel variants, offline",
                            description="Validate a campaign spec (and its smoke: size), its target config and "

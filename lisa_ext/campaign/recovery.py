@@ -106,6 +106,11 @@ class CampaignFaults:
                    interval_s=float(extras.get("probe-interval-s", 5.0)),
                    misses=int(extras.get("probe-misses", 3)))
 
+    def _probe(self, timeout: float) -> tuple[str | None, bool]:
+        """The target's probe, ``timeout`` stretched by its time scale: a busy guest on the virtual
+        clock answers that many times slower (:attr:`lisa_ext.target.Target.time_scale`)."""
+        return self.session.probe(timeout * self.session.target.time_scale)
+
     def console_tail(self) -> str | None:
         return self.session.console_tail(_CONSOLE_LINES)
 
@@ -114,7 +119,7 @@ class CampaignFaults:
     def run(self, key: RunKey, attempt: Callable[[], RunResult]) -> RunResult:
         """Run ``attempt`` under the watchdog; on a lost target recover and try again."""
         for number in range(1, self.retries + 2):
-            probe = self.session.probe
+            probe = self._probe
             self._watchdog = health.TargetWatchdog(
                 probe, interval_s=self.interval_s, misses=self.misses,
                 on_lost=lambda _reason: self.session.interrupt())

@@ -4,6 +4,10 @@ Every long-running process the runner starts (trace-cmd, the workloads) goes
 through :func:`start` so that its pid is handed to the runner's journal before
 anything else happens: if the runner itself is killed, the next invocation can
 stop what it left behind (:func:`kill_leftover`).
+
+Every wait on the target counts the target's own time (:class:`TargetDeadline`): the virtual
+board on its instruction clock lives up to 25x slower than the host when busy, so a timeout
+counted on the host's clock would kill a command that has had a fraction of its time.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import signal
 import time
 from typing import Callable
 
+from lisa_ext.target.protocol import MAX_TIME_SCALE
+
 __all__ = ["start", "wait", "stop", "signal_group", "kill_leftover", "process_starttime", "CommandFailed",
-           "CommandTimeout"]
+           "CommandTimeout", "TargetDeadline", "sleep_target"]
 
 
 class CommandFailed(RuntimeError):
@@ -23,6 +29,53 @@ class CommandFailed(RuntimeError):
 
 class CommandTimeout(RuntimeError):
     """A target command did not finish before its deadline."""
+
+
+def _uptime(target) -> float | None:
+    """The target's seconds since boot, None when they cannot be read."""
+    try:
+        return float(target.execute("cat /proc/uptime", check_exit_code=False).split()[0])
+    except Exception:  # noqa: BLE001 -- no uptime: the deadline falls back to the host's clock
+        return None
+
+
+class TargetDeadline:
+    """``seconds`` of the target's own time from now, waited for on the host.
+
+    The host's clock is looked at first (no command on the target while it has not run out);
+    then the target's uptime says how much of its time has passed: as much on a target on the
+    host's clock or a real machine, so the deadline has passed; less on the virtual board's
+    busy guest, so the wait goes on for what is left. Past ``MAX_TIME_SCALE`` times ``seconds`` of
+    host time, or when the target's uptime cannot be read, the deadline has passed whatever the
+    target says (a guest that slow counts as hung).
+    """
+
+    def __init__(self, target, seconds: float):
+        self.target, self.seconds = target, seconds
+        now = time.monotonic()
+        self._host_deadline = now + seconds
+        self._host_limit = now + seconds * MAX_TIME_SCALE
+        self._target_start = _uptime(target)
+
+    def passed(self) -> bool:
+        now = time.monotonic()
+        if now < self._host_deadline:
+            return False
+        if now >= self._host_limit or self._target_start is None:
+            return True
+        uptime = _uptime(self.target)
+        left = None if uptime is None else self.seconds - (uptime - self._target_start)
+        if left is None or left <= 0:
+            return True
+        self._host_deadline = now + max(left, 0.1)
+        return False
+
+
+def sleep_target(target, seconds: float) -> None:
+    """Sleep until ``seconds`` of the target's time have passed (at least that much host time)."""
+    deadline = TargetDeadline(target, seconds)
+    while not deadline.passed():
+        time.sleep(min(seconds, 0.05))
 
 
 def start(target, command: str, *, as_root: bool = False,
@@ -46,13 +99,14 @@ def signal_group(target, pid: int, sig: int) -> None:
 
 
 def wait(target, bg, timeout_s: float | None, what: str) -> int:
-    """Wait for a background command; kill it and raise CommandTimeout past the deadline."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    """Wait for a background command; kill it and raise CommandTimeout once ``timeout_s`` of the
+    target's time (:class:`TargetDeadline`) have passed."""
+    deadline = None if timeout_s is None else TargetDeadline(target, timeout_s)
     while True:
         rc = bg.poll()
         if rc is not None:
             return rc
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and deadline.passed():
             signal_group(target, bg.pid, signal.SIGKILL)
             raise CommandTimeout(f"{what} did not finish within {timeout_s:.0f} s and was killed")
         time.sleep(0.05)

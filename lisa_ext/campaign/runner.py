@@ -46,7 +46,7 @@ from ruamel.yaml import YAML
 from tqdm import tqdm
 
 from lisa_ext import knobs as _knobs
-from lisa_ext.campaign import meters, recovery, remote, requirements, storage, trace_loss, tracing
+from lisa_ext.campaign import host_load, meters, recovery, remote, requirements, storage, trace_loss, tracing
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
@@ -212,6 +212,13 @@ class CampaignRunner:
                                 f"{timing}, or run {self.spec.board_timing} into another directory")
             self.state["board_timing"] = self.spec.board_timing
 
+        # every run records its target's clock; runs from before it was recorded ran on the host's
+        clock = self.state.setdefault("board_clock", "host" if store.has_runs() else self.spec.board_clock)
+        if clock != self.spec.board_clock:
+            if store.has_runs():
+                raise UserError(f"{store.root} was run on the {clock} board clock; resume it with --board-clock "
+                                f"{clock}, or run {self.spec.board_clock} into another directory")
+            self.state["board_clock"] = self.spec.board_clock
     def _save_state(self) -> None:
         self.store.write_state(self.state)
 
@@ -220,6 +227,7 @@ class CampaignRunner:
     def _connect(self) -> None:
         self.session = TargetSession.open(self.spec.target_config, self.store.journal)
         self.target = self.session.lisa
+        self.session.target.use_clock(self.spec.board_clock)
         problems = []
         if self.spec.trace is not None:
             self.tracefs = tracefs_root(self.target)
@@ -344,6 +352,7 @@ class CampaignRunner:
                     meta["kernel"] = kernel_provenance(session.target)
                     meta["board_timing"] = timing_of(meta["kernel"]["emulation"])
                     self._write_platform_info(session.target, variant, tmp)
+                    meta["board_clock"] = session.target.clock
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
@@ -401,7 +410,9 @@ class CampaignRunner:
         marker = f"{self.tracefs}/instances/{instance}/trace_marker" if traced else None
 
         def run_workload() -> list[Metric]:
-            with meters.metered(self.meter, meta, marker) as energy, CpuUtilWindow(self.target) as util:
+            with (meters.metered(self.meter, meta, marker) as energy, CpuUtilWindow(self.target) as util,
+                  host_load.measured(self.target, meta, clock=self.session.target.clock,
+                                     board_share=self.session.target.host_share)):
                 meta["workload_start"] = _now()
                 try:
                     with _timed(meta, "workload"):

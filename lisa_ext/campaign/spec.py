@@ -9,6 +9,7 @@ iterations and which trace events to record::
     order: interleave                       # or group-by-variant
     retries: 1                              # when the target is lost mid-run
     board-timing: decisions                 # default faithful (the virtual board only)
+    board-clock: virtual                    # default host (the virtual board only)
     trace:
       events: [sched:sched_switch, sched:sched_wakeup]
     variants:
@@ -43,6 +44,7 @@ from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.kernel.spec import load_spec as load_kernel_spec
 from lisa_ext.knobs import knob_problem
+from lisa_ext.target import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.vboard.timing import DEFAULT_TIMING, TIMINGS, TIMINGS_HELP
 
@@ -104,6 +106,9 @@ _TOP_SCHEMA = {
     "board-timing": Field((str,), f"the virtual board's timing ({TIMINGS_HELP}); "
                           "ignored on targets without the emulation modules",
                           check=lambda v: None if v in TIMINGS else f"{v!r} is not one of: {', '.join(TIMINGS)}"),
+    "board-clock": Field((str,), f"the virtual board's clock ({CLOCKS_HELP}); other targets run on "
+                         "their own, host", check=lambda v: None if v in CLOCKS else f"{v!r} is not one of: "
+                                                                                  f"{', '.join(CLOCKS)}"),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
     "report": Field((dict,), "how the report compares the variants: baseline, test, mean, alpha"),
     "android": Field((dict,), "keys replacing the spec's when its target is an Android device: "
@@ -231,6 +236,9 @@ class CampaignSpec:
     """The report's settings (``report:``): baseline, test, mean, alpha."""
     board_timing: str = DEFAULT_TIMING
     """The virtual board's timing (:mod:`lisa_ext.vboard.timing`), ``board-timing:`` or the override."""
+    board_clock: str = DEFAULT_CLOCK
+    """The clock the target is asked to run on (:attr:`lisa_ext.target.Target.clock`),
+    ``board-clock:`` or the override."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
 
@@ -357,16 +365,20 @@ def stored_spec_matches(spec: CampaignSpec, stored: Any, *, legacy: bool = True)
 
 
 def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool = False,
-              target: str | os.PathLike | None = None, board_timing: str | None = None) -> CampaignSpec:
+              target: str | os.PathLike | None = None, board_timing: str | None = None,
+              board_clock: str | None = None) -> CampaignSpec:
     """Read and validate a campaign spec; any problem raises one :class:`SpecError`.
 
     ``check_files=False`` skips the checks that referenced files exist, to read
     back the copy stored in a campaign directory. ``smoke=True`` applies the spec's
     ``smoke:`` overrides; ``target`` replaces its ``target:`` (rerunning a study on
-    another platform is this one parameter); ``board_timing`` its ``board-timing:``.
+    another platform is this one parameter); ``board_timing`` its ``board-timing:``, ``board_clock``
+    its ``board-clock:``.
     """
     if board_timing is not None and board_timing not in TIMINGS:
         raise SpecError(Path(path), "board-timing", f"{board_timing!r} is not one of: {', '.join(TIMINGS)}")
+    if board_clock is not None and board_clock not in CLOCKS:
+        raise SpecError(Path(path), "board-clock", f"{board_clock!r} is not one of: {', '.join(CLOCKS)}")
     path = Path(path).resolve()
     doc = load_yaml(path, "campaign spec")
     top = check_mapping(path, doc, "", _TOP_SCHEMA)
@@ -446,5 +458,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
         smoke=smoke,
         report=_plain(report),
         board_timing=board_timing or top.get("board-timing", DEFAULT_TIMING),
+        board_clock=board_clock or top.get("board-clock", DEFAULT_CLOCK),
         raw=_plain(doc),
     )

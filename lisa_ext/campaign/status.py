@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lisa_ext.campaign import trace_loss
+from lisa_ext.campaign import host_load, trace_loss
 from lisa_ext.campaign.runner import plan_runs
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CampaignStore, DamagedRun, RunKey
@@ -30,6 +30,8 @@ class CampaignStatus:
     repaired: list[tuple[DamagedRun, Path]] = field(default_factory=list)
     """Damaged runs ``--repair`` moved aside, and where to."""
     directory: Path | None = None
+    disturbed: dict[str, str] = field(default_factory=dict)
+    """Runs (label -> why) the host's load may have disturbed (:mod:`lisa_ext.campaign.host_load`)."""
 
     def render(self) -> str:
         total = len(self.done) + len(self.failed) + len(self.missing) + sum(
@@ -39,12 +41,15 @@ class CampaignStatus:
         lines += [f"campaign {self.name}: {len(self.done)} done, {len(self.failed)} failed, "
                   f"{len(self.missing)} missing (of {total})"
                   + (f", {len(self.damaged)} damaged" if self.damaged else "")]
-        lines += [f"  done     {k}{self._lost_mark(k)}" for k in self.done]
-        lines += [f"  failed   {k}  {_headline(err)}{self._lost_mark(k)}" for k, err in self.failed]
+        lines += [f"  done     {k}{self._lost_mark(k)}{self._disturbed_mark(k)}" for k in self.done]
+        lines += [f"  failed   {k}  {_headline(err)}{self._lost_mark(k)}{self._disturbed_mark(k)}"
+                  for k, err in self.failed]
         lines += [f"  missing  {k}" for k in self.missing]
         lines += [f"  damaged  {bad.label}  {bad.problem}" for bad in self.damaged]
         if self.lost_events:
             lines.append(trace_loss.warning_line(self.lost_events))
+        if self.disturbed:
+            lines.append(host_load.warning_line(self.disturbed))
         if self.damaged:
             where = f" {self.directory}" if self.directory is not None else ""
             lines.append(f"damaged runs stop the report: `lisa-ext campaign status --repair{where}` moves "
@@ -56,6 +61,10 @@ class CampaignStatus:
     def _lost_mark(self, key: RunKey) -> str:
         n = self.lost_events.get(str(key))
         return f"  [trace lost {n} events]" if n else ""
+
+    def _disturbed_mark(self, key: RunKey) -> str:
+        why = self.disturbed.get(str(key))
+        return f"  [host load: {why}]" if why else ""
 
 
 def _headline(error: str) -> str:
@@ -96,4 +105,4 @@ def campaign_status(campaign_dir: str | os.PathLike, *, repair: bool = False) ->
     if journal is not None:
         interrupted = "an unknown run" if "damaged" in journal else journal.get("run")
     return CampaignStatus(spec.name, done, failed, missing, interrupted, lost, scan.damaged, repaired,
-                          store.root)
+                          store.root, host_load.disturbed_runs(scan.runs))

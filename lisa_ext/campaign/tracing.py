@@ -31,13 +31,13 @@ class TraceError(RuntimeError):
 def remove_instance(target, tracefs: str, instance: str, timeout_s: float = 10) -> None:
     """Remove an ftrace instance; it stays busy for a moment after trace-cmd exits, so retry."""
     path = remote.quote(f"{tracefs}/instances/{instance}")
-    deadline = time.monotonic() + timeout_s
+    deadline = remote.TargetDeadline(target, timeout_s)
     while True:
         out = target.execute(f"[ -d {path} ] && rmdir {path} 2>&1; [ -d {path} ] && echo busy || true",
                              as_root=True, check_exit_code=False)
         if "busy" not in out:
             return
-        if time.monotonic() > deadline:
+        if deadline.passed():
             raise TraceError(f"could not remove the ftrace instance {tracefs}/instances/{instance}: {out.strip()}")
         time.sleep(0.2)
 
@@ -60,18 +60,18 @@ def check_events(target, tracefs: str, events: tuple[str, ...]) -> list[str]:
 
 def _wait_until_on(target, tracefs: str, instance: str, bg, timeout_s: float = 20) -> None:
     path = f"{tracefs}/instances/{instance}/tracing_on"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    deadline = remote.TargetDeadline(target, timeout_s)
+    while not deadline.passed():
         if bg.poll() is not None:
             raise TraceError(f"trace-cmd exited with status {bg.poll()} before recording started")
         out = target.execute(f"cat {path} 2>/dev/null || echo 0", as_root=True,
                              check_exit_code=False).strip()
         if out == "1":
-            # the per-CPU readers start right after tracing_on: give them a moment
-            time.sleep(0.3)
+            # the per-CPU readers start right after tracing_on: give them a moment of the target's time
+            remote.sleep_target(target, 0.3)
             return
         time.sleep(0.1)
-    raise TraceError(f"trace-cmd did not start recording within {timeout_s:.0f} s")
+    raise TraceError(f"trace-cmd did not start recording within {timeout_s:.0f} s of the target's time")
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lisa_ext.campaign import trace_loss
+from lisa_ext.campaign import host_load, trace_loss
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
@@ -280,6 +280,11 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
         for label, n in sorted(lost.items()):
             w(f"- `{label}`: {n} events lost\n")
         w("\n")
+    disturbed = host_load.disturbed_runs(campaign.runs)
+    if disturbed:
+        w("## Runs disturbed by host load (latencies and durations may be inflated)\n\n")
+        w(f"{host_load.warning_line(disturbed)}\n\n")
+        w("".join(f"- `{label}`: {why}\n" for label, why in sorted(disturbed.items())) + "\n")
     if failed:
         w("## Failed runs (not used)\n\n")
         for run in failed:

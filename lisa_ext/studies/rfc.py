@@ -85,14 +85,16 @@ def timing_text(campaign_dir: str | os.PathLike, *, decisions: str, faithful: st
 
 def campaign_platform(campaign_dir: str | os.PathLike) -> str:
     """The platform a campaign ran on, as a table caption names it (from its runs' provenance),
-    with the virtual board's timing (:func:`campaign_timing`) when its runs recorded one."""
+    with the virtual board's timing (:func:`campaign_timing`) and clock when its runs recorded a timing."""
     runs = read_campaign(Path(campaign_dir)).ok_runs
     names = _platform_names(runs)
     if not names:
         return "this platform"
     platform = " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
     timing = _timing(runs, names)
-    return f"{platform}, {timing} timing" if timing else platform
+    # the board's clock beside its timing; runs from before it was recorded ran on the host's
+    clock = " + ".join(sorted({str(run.meta.get("board_clock") or "host") for run in runs}))
+    return f"{platform}, {timing} timing, {clock} clock" if timing else platform
 
 
 def _check_shape(table: RfcTable, ours: pd.DataFrame, where: str) -> pd.DataFrame:

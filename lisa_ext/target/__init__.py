@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from lisa_ext.target.board import BoardTarget
+from lisa_ext.target.board import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK, BoardTarget
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.devlib_target import DevlibTarget
 from lisa_ext.target.facts import (kernel_provenance, lisa_platform_info, llc_domains, platform_provenance, tool_versions,
@@ -25,8 +25,9 @@ from lisa_ext.target.facts import (kernel_provenance, lisa_platform_info, llc_do
 from lisa_ext.target.protocol import BootImage, Target, TargetCommandError
 from lisa_ext.target.ssh_target import SshTarget
 
-__all__ = ["BootImage", "Target", "TargetCommandError", "TargetConfig", "connect", "kernel_provenance",
-           "lisa_platform_info", "llc_domains", "open_target", "platform_provenance", "tool_versions", "tracefs_root"]
+__all__ = ["BootImage", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK", "Target", "TargetCommandError", "TargetConfig",
+           "connect", "kernel_provenance", "lisa_platform_info", "llc_domains", "open_target", "platform_provenance",
+           "tool_versions", "tracefs_root"]
 
 #: the implementations of the protocol, most specific first
 IMPLEMENTATIONS = (BoardTarget, SshTarget, DevlibTarget)

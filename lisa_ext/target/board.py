@@ -9,31 +9,65 @@ again; its probe also asks QEMU's monitor, to tell a busy guest from a hung
 machine; its serial console is read for the failure reports. This module is
 the only place that knows whether a target config is the virtual board's: a
 ``linux`` config named ``vboard`` or ``vboard-arm64`` (``target-configs/vboard*.yml`` or a copy).
+
+Its clock is the board's (``host`` or ``virtual``, :mod:`lisa_ext.vboard.qemu`): a campaign asks
+for one with :meth:`BoardTarget.use_clock` and records :attr:`BoardTarget.clock`. On the virtual
+clock a busy guest lives 3-25x slower than the host, so the probes that time its answers also read
+its uptime, and :attr:`BoardTarget.time_scale` says how far host-side waits must stretch.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import signal
 import subprocess
+import time
 from typing import Any
 
 from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint, SshClient
 from lisa_ext.target.config import TargetConfig
-from lisa_ext.target.protocol import BootFallback, BootImage, BusyTarget, TargetCommandError
+from lisa_ext.target.protocol import MAX_TIME_SCALE, BootFallback, BootImage, BusyTarget, TargetCommandError
 from lisa_ext.target.ssh_target import SshTarget
 from lisa_ext.vboard import qemu
+from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK
 from lisa_ext.vboard.board import TARGET_CONF_NAMES, VirtualBoard, board_for_target_conf, default_target_conf_path
 
-__all__ = ["BoardTarget"]
+__all__ = ["BoardTarget", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK"]
 
 log = logging.getLogger(__name__)
 
 
 class _KexecLost(Exception):
     """The kernel kexec'd into never answered."""
+
+
+#: the time scale of a board on the virtual clock before its probes measured its pace: a busy guest
+#: was measured up to 25x slower than the host
+_UNMEASURED_TIME_SCALE = 25.0
+
+
+class _GuestPace:
+    """How many host seconds a second of the guest's time took lately: the guest's uptime and the
+    host's clock at each probe, over the last few intervals between probes."""
+
+    def __init__(self, intervals: int = 12):
+        self._last: tuple[float, float] | None = None
+        self._ratios: collections.deque[float] = collections.deque(maxlen=intervals)
+
+    def sample(self, host_s: float, guest_s: float) -> None:
+        last, self._last = self._last, (host_s, guest_s)
+        if last is not None and guest_s > last[1] and host_s - last[0] >= 1.0:
+            self._ratios.append((host_s - last[0]) / (guest_s - last[1]))
+
+    def time_scale(self) -> float:
+        """Twice the slowest pace seen lately (a margin for a guest getting busier), between 1 and
+        :data:`~lisa_ext.target.protocol.MAX_TIME_SCALE`."""
+        if not self._ratios:
+            return _UNMEASURED_TIME_SCALE
+        return min(MAX_TIME_SCALE, max(1.0, 2 * max(self._ratios)))
 
 
 class BoardTarget(SshTarget):
@@ -45,6 +79,7 @@ class BoardTarget(SshTarget):
     def __init__(self, board: VirtualBoard | None = None, config: TargetConfig | None = None):
         super().__init__(config, None)
         self.board = board or VirtualBoard()
+        self._pace = _GuestPace()
 
     @classmethod
     def serves(cls, config: TargetConfig) -> bool:
@@ -73,6 +108,35 @@ class BoardTarget(SshTarget):
 
     def _reset_timeout(self) -> float:
         return float(self.board.settings.boot_timeout_s)
+
+    # -- clock --------------------------------------------------------------------
+
+    @property
+    def clock(self) -> str:  # type: ignore[override]
+        """The running QEMU's clock (its state's), else the one the next boot gets."""
+        status = self.board.status()
+        return status["clock"] if status else self.board.settings.clock
+
+    @property
+    def time_scale(self) -> float:  # type: ignore[override]
+        """1 on the host's clock; on the virtual clock, from the guest's pace between probes."""
+        return 1.0 if self.clock == "host" else self._pace.time_scale()
+
+    @property
+    def host_share(self) -> float:  # type: ignore[override]
+        """One core: all vCPUs run on one TCG thread (``thread=single``), else one thread each."""
+        settings = self.board.settings
+        return 1.0 if "thread=single" in settings.accel else float(settings.sockets * settings.cores_per_socket)
+
+    def use_clock(self, clock: str) -> None:
+        """Boot on ``clock`` from now on; a board running on the other is restarted on its kernel."""
+        if clock == self.clock:
+            self.board.use_clock(clock)  # the next boot's too
+            return
+        log.info("restarting the virtual board on the %s clock", clock)
+        if self.board.use_clock(clock):
+            self._pace = _GuestPace()
+            self._reconnect(setup=False)
 
     # -- kernels ------------------------------------------------------------------
 
@@ -148,7 +212,7 @@ class BoardTarget(SshTarget):
         if qemu.running_pid(self.board.pidfile) is None:
             return "the virtual board's QEMU process is gone", True
         try:
-            proc = self.board.ssh().run("true", timeout=timeout)
+            proc = self.board.ssh().run("cat /proc/uptime", timeout=timeout)
         except subprocess.TimeoutExpired:
             reason = f"the virtual board did not answer over SSH within {timeout:.0f} s"
             if self._qemu_answers(min(timeout, 5.0)):
@@ -158,6 +222,10 @@ class BoardTarget(SshTarget):
             return f"the virtual board cannot be reached: {exc}", False
         if proc.returncode != 0:
             return f"ssh to the virtual board failed: {proc.stderr.decode(errors='replace').strip()}", False
+        try:
+            self._pace.sample(time.monotonic(), float(proc.stdout.split()[0]))
+        except (IndexError, ValueError):
+            pass  # answered, with something else than an uptime: alive all the same
         return None, False
 
     def _qemu_answers(self, timeout: float) -> bool:

@@ -31,7 +31,7 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint, Trust, open_paramiko
 from lisa_ext.target.config import TargetConfig
-from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout
+from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, refuse_clock
 
 __all__ = ["DevlibTarget", "close_connection", "connect_lisa", "reconnect_lisa"]
 
@@ -152,6 +152,9 @@ class DevlibTarget:
     """This machine or an Android device, through LISA/devlib's own connection."""
 
     endpoint = None
+    clock = "host"
+    time_scale = 1.0
+    host_share = None
 
     def __init__(self, config: TargetConfig, lisa: Any):
         self.config = config
@@ -170,6 +173,9 @@ class DevlibTarget:
     @classmethod
     def open(cls, config: TargetConfig) -> "DevlibTarget":
         return cls(config, connect_lisa(config))
+
+    def use_clock(self, clock: str) -> None:
+        refuse_clock(self, clock)
 
     def execute(self, command: str, *, as_root: bool = False, timeout: float | None = None,
                 check_exit_code: bool = True) -> str:

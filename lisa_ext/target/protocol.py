@@ -22,9 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint
 
-__all__ = ["Background", "BootFallback", "BootImage", "BusyTarget", "Target", "TargetCommandError", "TargetTimeout"]
+__all__ = ["Background", "BootFallback", "BootImage", "BusyTarget", "MAX_TIME_SCALE", "Target", "TargetCommandError",
+           "TargetTimeout", "refuse_clock"]
+
+#: the most a target may stretch host-side waits (:attr:`Target.time_scale`): a busy guest on the
+#: virtual clock was measured 3-25x slower than the host; past this a guest counts as hung
+MAX_TIME_SCALE = 50.0
+
+
+def refuse_clock(target: "Target", clock: str) -> None:
+    """:meth:`Target.use_clock` of a target whose time is its own: only ``host`` is possible."""
+    if clock != "host":
+        raise UserError(f"{target.description} runs on its own clock: board-clock {clock} is the "
+                        "virtual board's (target-configs/vboard.yml)")
 
 
 class TargetCommandError(RuntimeError):
@@ -93,6 +106,20 @@ class Target(Protocol):
     """How a kernel gets onto it, preferred first: ``boot``, ``kexec``, ``fastboot``; none for this machine."""
     endpoint: Endpoint | None
     """Its SSH login, when it is reached over SSH."""
+    clock: str
+    """The clock its time runs on: ``host`` (the host's, or a real machine's own) or ``virtual`` (the
+    virtual board's instruction clock, :mod:`lisa_ext.vboard.qemu`): recorded with each run."""
+    time_scale: float
+    """Host seconds a host-side wait on it allows per second of its own time (1 on the host's
+    clock; at most :data:`MAX_TIME_SCALE`): what stretches the waits that cannot read its time,
+    such as how long a probe waits for an answer."""
+    host_share: float | None
+    """Host cores its machine takes from this host (the virtual board's QEMU), None when its time is
+    not this host's to disturb (another machine) or its load is the runs' own (this machine)."""
+
+    def use_clock(self, clock: str) -> None:
+        """Run on ``clock`` from now on (the virtual board reboots its QEMU if it runs on the other);
+        a target that cannot raises :class:`~lisa_ext.errors.UserError` (:func:`refuse_clock`)."""
 
     def execute(self, command: str, *, as_root: bool = False, timeout: float | None = None,
                 check_exit_code: bool = True) -> str:

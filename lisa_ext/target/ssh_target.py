@@ -25,7 +25,7 @@ from lisa_ext.ssh import SSH_FAILED, Endpoint, HostKeyError, SshClient
 from lisa_ext.staged_modules import modules_tarball
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.devlib_target import close_connection, connect_lisa, reconnect_lisa
-from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout
+from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, refuse_clock
 
 __all__ = ["SshTarget", "merge_cmdline"]
 
@@ -74,6 +74,9 @@ class SshTarget:
 
     kind = "linux"
     boot_methods: tuple[str, ...] = ("kexec",)
+    clock = "host"
+    time_scale = 1.0
+    host_share = None
 
     def __init__(self, config: TargetConfig | None, endpoint: Endpoint | None):
         self._config = config
@@ -94,6 +97,9 @@ class SshTarget:
     @property
     def config(self) -> TargetConfig:
         return self._config
+
+    def use_clock(self, clock: str) -> None:
+        refuse_clock(self, clock)
 
     @property
     def endpoint(self) -> Endpoint:

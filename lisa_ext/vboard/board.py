@@ -10,6 +10,10 @@ sockets are LLC domains) or ``arm64`` (a ``virt`` machine whose device tree
 describes a real SoC's clusters, :mod:`lisa_ext.vboard.devicetree`). A board
 object made without settings takes the running board's from its state, so
 every process sees the board that runs.
+
+The board's clock (``BoardSettings.clock``, :mod:`lisa_ext.vboard.qemu`) is QEMU's, chosen when
+QEMU starts: the state records it, and :meth:`VirtualBoard.use_clock` restarts a board running
+on the other clock on the same kernel, its disks kept.
 """
 
 from __future__ import annotations
@@ -117,8 +121,12 @@ class BoardSettings:
     # boot of the same kernel in about as long; a kernel that has not answered after this is
     # restarted cold (BoardTarget).
     kexec_timeout_s: int = 240
+    #: ``host`` or ``virtual``: the clock the guest's time runs on (lisa_ext.vboard.qemu)
+    clock: str = qemu.DEFAULT_CLOCK
 
     def __post_init__(self):
+        if self.clock not in qemu.CLOCKS:
+            raise UserError(f"no board clock {self.clock!r}: choose one of {', '.join(qemu.CLOCKS)}")
         if self.arch not in qemu.QEMU_BINARIES:
             raise UserError(f"no virtual board for architecture {self.arch!r}: choose one of "
                             f"{', '.join(qemu.QEMU_BINARIES)}")
@@ -164,6 +172,8 @@ class _State:
     deployed_by: str = "boot"
     history: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    #: the QemuMachine it was launched as (paths as strings): what a clock switch relaunches
+    machine: dict = field(default_factory=dict)
 
 
 class VirtualBoard:
@@ -211,6 +221,7 @@ class VirtualBoard:
         if state is None:
             return None
         info = asdict(state)
+        info["clock"] = state.settings.get("clock", "host")
         info["serial_log"] = str(self.serial_log)
         info["ssh_key"] = str(rootfs.ssh_key_path())
         return info
@@ -310,23 +321,49 @@ class VirtualBoard:
             accel=self.settings.accel,
             cpu=self.settings.qemu_cpu,
             arch=self.arch,
+            clock=self.settings.clock,
         )
         if self.arch == "arm64":
             machine = dataclasses.replace(machine, dtb=self._board_dtb(machine, soc_dtb))
+        return self._launch(machine, label=label)
+
+    def _launch(self, machine: qemu.QemuMachine, *, label: str, history: list | None = None,
+                deployed_by: str = "boot") -> RunningKernel:
+        """Start QEMU as ``machine``, record it in the state and wait for SSH."""
         started = time.time()
         pid = qemu.launch(machine)
-        settings = {**asdict(self.settings), "ssh_port": port}
-        self._save_state(_State(pid=pid, ssh_port=port, kernel=str(kernel.resolve()),
+        settings = {**asdict(self.settings), "ssh_port": machine.ssh_port}
+        self._save_state(_State(pid=pid, ssh_port=machine.ssh_port, kernel=str(machine.kernel),
                                 cmdline=machine.cmdline, started_at=started, label=label,
-                                settings=settings))
-        log.info("QEMU pid %d booting %s; SSH on 127.0.0.1:%d; serial log %s", pid, kernel, port, self.serial_log)
+                                deployed_by=deployed_by, history=history or [], settings=settings,
+                                machine=json.loads(json.dumps(asdict(machine), default=str))))
+        log.info("QEMU pid %d booting %s on the %s clock; SSH on 127.0.0.1:%d; serial log %s", pid,
+                 machine.kernel, machine.clock, machine.ssh_port, self.serial_log)
         running = self.wait_for_ssh()
         log.info("board up in %.1f s: %s %s", time.time() - started, running.release, running.version)
         return running
 
-    def down(self, *, keep_disk: bool = False) -> bool:
-        """Power the guest off (sysrq), then make sure QEMU is gone. Returns whether it was up."""
+    def use_clock(self, clock: str) -> bool:
+        """Run on ``clock`` from now on: the next boot's, and a board running on the other clock is
+        restarted on the same kernel and disks (QEMU's clock is fixed when it starts). Returns
+        whether it restarted QEMU."""
+        self.settings = dataclasses.replace(self.settings, clock=clock)
         state = self._load_state()
+        if state is None or state.settings.get("clock", "host") == clock:
+            return False
+        if not state.machine:
+            raise UserError(f"the board (pid {state.pid}) was started by an older lisa-ext: boot it again "
+                            f"(lisa-ext vboard up --clock {clock})")
+        saved = {**state.machine, "clock": clock}
+        paths = {f.name for f in dataclasses.fields(qemu.QemuMachine) if "Path" in str(f.type)}
+        machine = qemu.QemuMachine(**{k: Path(v) if k in paths and v is not None else v for k, v in saved.items()})
+        history = [*state.history, {"kernel": state.kernel, "label": state.label, "deployed_by": state.deployed_by}]
+        self._stop_guest(state)
+        self._launch(machine, label=state.label, history=history, deployed_by=f"restart on the {clock} clock")
+        return True
+
+    def _stop_guest(self, state: _State | None) -> bool:
+        """Power the guest off (sysrq), then make sure QEMU is gone. Returns whether it was up."""
         if state is None:
             if qemu.running_pid(self.pidfile) is None:
                 return False
@@ -337,7 +374,11 @@ class VirtualBoard:
                      "echo o > /proc/sysrq-trigger", check=False, timeout=20)
         except (UserError, subprocess.TimeoutExpired):
             pass
-        stopped = qemu.terminate(self.pidfile, self.qmp_socket, grace=15)
+        return qemu.terminate(self.pidfile, self.qmp_socket, grace=15)
+
+    def down(self, *, keep_disk: bool = False) -> bool:
+        """Power the guest off (sysrq), then make sure QEMU is gone. Returns whether it was up."""
+        stopped = self._stop_guest(self._load_state())
         if not keep_disk:
             (self.run_dir / "rootfs.qcow2").unlink(missing_ok=True)
         (self.run_dir / "modules.ext4").unlink(missing_ok=True)

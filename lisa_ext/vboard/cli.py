@@ -14,6 +14,7 @@ from lisa_ext.kernel.deploy import deploy_variant
 from lisa_ext.target.board import BoardTarget
 from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 from lisa_ext.vboard.devicetree import SOCS
+from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP
 from lisa_ext.workbench import workbench_path
 
 __all__ = ["DEFAULT_VARIANTS", "register"]
@@ -66,6 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help=f"guest memory (default {shape.memory_mb})")
     up.add_argument("--accel", default=shape.accel, metavar="ACCEL",
                     help=f"QEMU accelerator (default {shape.accel}; the studies assume TCG)")
+    up.add_argument("--clock", choices=CLOCKS, default=shape.clock,
+                    help=f"the guest's clock ({CLOCKS_HELP}); switching clock restarts QEMU (a --method kexec keeps the running board's)")
     up.set_defaults(func=_up)
 
     down = sub.add_parser("down", help="power the board off",
@@ -77,8 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ssh.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD", help="command and its arguments")
     ssh.set_defaults(func=_ssh)
 
-    status = sub.add_parser("status", help="is the board up, with which kernel",
-                            description="Say whether the virtual board is up and which kernel it runs.")
+    status = sub.add_parser("status", help="is the board up, with which kernel and clock",
+                            description="Say whether the virtual board is up, which kernel it runs and "
+                                        "on which clock.")
     status.add_argument("--json", action="store_true", help="print the state as JSON")
     status.set_defaults(func=_status)
 
@@ -96,7 +100,7 @@ def _board(args: argparse.Namespace | None = None):
         return VirtualBoard()
     return VirtualBoard(BoardSettings(arch=args.arch, soc=args.soc, cpus_per_cluster=args.cpus_per_cluster,
                                       sockets=args.sockets, cores_per_socket=args.cores_per_socket,
-                                      memory_mb=args.memory_mb, accel=args.accel))
+                                      memory_mb=args.memory_mb, accel=args.accel, clock=args.clock))
 
 
 def _log_to_stderr() -> None:
@@ -154,5 +158,5 @@ def _status(args: argparse.Namespace) -> int:
         print("down")
     else:
         print(f"up: pid {info['pid']}, SSH 127.0.0.1:{info['ssh_port']}, kernel {info['kernel']}"
-              f" ({info['label'] or 'unlabelled'}, {info['deployed_by']})")
+              f" ({info['label'] or 'unlabelled'}, {info['deployed_by']}), {info['clock']} clock")
     return 0 if info is not None else 3

@@ -16,6 +16,12 @@ I/Os per second. Unthrottled, TCG completes a virtio read so fast that a
 synchronous reader rarely sleeps; throttled, every I/O is a real wait in
 ``io_schedule()`` (iowait), as on a phone's eMMC.
 
+Clock (``clock``): ``host``, TCG's default, the guest's time is the host's (its timer interrupts
+come as late as the host lets the QEMU thread run); ``virtual``, QEMU's icount
+(:func:`virtual_clock`): guest time advances with the instructions the vCPUs run, 1 ns per
+instruction, and jumps over idle periods (``sleep=off``), so timers fire exactly and host load
+cannot move them; the guest's date follows that clock too (``-rtc clock=vm``).
+
 QEMU daemonises itself, writes a pidfile and keeps a QMP socket, so any later
 ``lisa-ext`` process can query or stop it.
 """
@@ -35,6 +41,9 @@ from pathlib import Path
 from lisa_ext.errors import UserError
 
 __all__ = [
+    "CLOCKS",
+    "CLOCKS_HELP",
+    "DEFAULT_CLOCK",
     "QEMU_BINARIES",
     "QemuMachine",
     "dump_dtb",
@@ -45,7 +54,16 @@ __all__ = [
     "terminate",
     "free_loopback_port",
     "vcpu_program_counters",
+    "virtual_clock",
 ]
+
+#: the clocks the board's time can run on (the module docstring)
+CLOCKS = ("host", "virtual")
+DEFAULT_CLOCK = "host"
+#: what each clock means, for the spec schema and the command lines that choose one
+CLOCKS_HELP = ("host (default): the board's time is the host's, its latencies move with host load; "
+               "virtual: an instruction clock, exact and load-proof, 3-25x slower than the host when "
+               "busy and far ahead of it when idle")
 
 #: the QEMU system emulator of each board architecture
 QEMU_BINARIES = {"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}
@@ -75,6 +93,8 @@ class QemuMachine:
     arch: str = "x86_64"
     #: arm64: the board's device tree (its CPUs are ``sockets`` x ``cores_per_socket`` only in number)
     dtb: Path | None = None
+    #: ``host`` or ``virtual`` (the module docstring)
+    clock: str = DEFAULT_CLOCK
 
     @property
     def vcpus(self) -> int:
@@ -82,15 +102,25 @@ class QemuMachine:
 
     @property
     def binary(self) -> str:
-        return QEMU_BINARIES[self.arch]
+        return virtual_clock(self.arch)[0] if self.clock == "virtual" else QEMU_BINARIES[self.arch]
+
+
+def virtual_clock(arch: str) -> tuple[str, list[str]]:
+    """The QEMU binary of ``arch`` that runs the virtual clock and the arguments that select it.
+
+    Stock QEMU's icount counts one instruction clock for all vCPUs; ``align=off``: the guest is not
+    slowed down to the host's pace, ``sleep=off``: an idle guest's time jumps to its next timer.
+    """
+    return QEMU_BINARIES[arch], ["-icount", "shift=0,sleep=off,align=off", "-rtc", "clock=vm"]
 
 
 def _machine_args(machine: QemuMachine) -> list[str]:
-    """What decides the hardware QEMU emulates (and so the device tree it generates)."""
+    """What decides the hardware QEMU emulates (and so the device tree it generates) and its clock."""
+    clock = virtual_clock(machine.arch)[1] if machine.clock == "virtual" else []
     if machine.arch == "arm64":
-        return ["-machine", "virt,gic-version=3", "-accel", machine.accel, "-cpu", machine.cpu,
+        return ["-machine", "virt,gic-version=3", "-accel", machine.accel, *clock, "-cpu", machine.cpu,
                 "-smp", str(machine.vcpus), "-m", str(machine.memory_mb)]
-    return ["-machine", "q35", "-accel", machine.accel, "-cpu", machine.cpu,
+    return ["-machine", "q35", "-accel", machine.accel, *clock, "-cpu", machine.cpu,
             "-smp", f"{machine.vcpus},sockets={machine.sockets},cores={machine.cores_per_socket},threads=1",
             "-m", str(machine.memory_mb)]
 
