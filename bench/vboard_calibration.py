@@ -19,11 +19,14 @@ other table, prints:
 * the per-run overhead on the board: ``campaigns/vboard-energy.yml`` (two traced, metered 2 s
   rt-app runs) with ``--board-timing faithful`` and ``decisions``, median run time and phases.
 
+``--clock host`` (default) and/or ``--clock virtual`` say which board clocks (docs/vboard.md, "The
+board's clock") it measures, one after the other, each table under its clock's heading.
+
 Needs root (QEMU, the rootfs) and gcc (the guest helper bench/vboard_calib.c is built static).
 Leaves the board down. Quote the figures with ``uptime``'s load: under host load the TCG guest's
 timer interrupts arrive late and the latency figures widen.
 
-    .venv/bin/python bench/vboard_calibration.py [--repeat N] [--skip-overhead] [--smoke]
+    .venv/bin/python bench/vboard_calibration.py [--clock host|virtual]... [--repeat N] [--skip-overhead] [--smoke]
 
 ``--smoke`` (what ``make test`` runs so that the benchmark cannot rot) boots nothing: it builds
 the guest helper and checks that the variants it boots are valid specs.
@@ -202,7 +205,7 @@ def util_avg(b: Board, top_rate: float, repeat: int) -> None:
               f"| {100 * (ratio - 1):+.1f} % |")
 
 
-def overhead(repeat: int) -> None:
+def overhead(repeat: int, clock: str) -> None:
     print(f"\n## Per-run overhead: {OVERHEAD_CAMPAIGN.relative_to(REPO)} (2 traced, metered runs of a 2 s "
           f"rt-app task set), x{repeat}\n")
     print("| timing | runs | median run, kernel deploy excluded (s) | median phases (s) |")
@@ -213,7 +216,8 @@ def overhead(repeat: int) -> None:
         for _ in range(repeat):
             with tempfile.TemporaryDirectory() as tmp:
                 subprocess.run([str(lisa_ext), "campaign", "run", str(OVERHEAD_CAMPAIGN), "--no-progress",
-                                "--board-timing", timing, "--out", f"{tmp}/c"], check=True, capture_output=True)
+                                "--board-timing", timing, "--board-clock", clock, "--out", f"{tmp}/c"],
+                               check=True, capture_output=True)
                 for meta in Path(tmp, "c", "runs").glob("*/*/*/meta.json"):
                     data = json.loads(meta.read_text())
                     durations.append(data["duration_s"] - data["phases_s"].get("deploy", 0.0))
@@ -253,47 +257,59 @@ def main() -> int:
                         help=f"measure the board as it is up (its kernel and modules), leave it up; "
                              f"default: boot {VARIANT.relative_to(REPO)}, bring the board down after")
     parser.add_argument("--smoke", action="store_true", help="build the guest helper only; boot nothing")
+    parser.add_argument("--clock", choices=("host", "virtual"), action="append",
+                        help="the board clock to measure on (repeatable: one after the other; default host; "
+                             "with --running, the running board's)")
     args = parser.parse_args()
     if args.smoke:
         return smoke()
-    only = set(args.only or ("throughput", "idle", "util"))
 
-    from lisa_ext.kernel.deploy import deploy_variant
     from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard
 
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min)")
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         helper = Path(tmp) / "vboard_calib"
         _build_helper(helper)
-        board = VirtualBoard()
-        target = BoardTarget(board)
-        t0 = time.monotonic()
+        target = BoardTarget(VirtualBoard())
+        clocks = [target.clock] if args.running else list(dict.fromkeys(args.clock or ["host"]))
         try:
-            if not args.running:
-                deploy_variant(target, VARIANT)
-            b = Board(board)
-            b.push_helper(helper)
-            top_rate = throughput(b, args.repeat) if "throughput" in only else 0.0
-            if "util" in only:
-                util_avg(b, top_rate or _top_rate(b), max(3, args.repeat // 3))
-            if "idle" in only:
-                print(f"\n## Extra wake-up latency per idle state (CPU 3 held in the state, its other states "
-                      f"disabled, a 20 ms periodic task, {args.wakeups} wake-ups per timing, medians)\n")
-                print(IDLE_HEADER)
-                b.reload("lisa_emu_cpufreq", f"opps={OPP_TABLES[0]}")
-                idle_latency(b, args.wakeups, b.sh("cat /sys/module/lisa_emu_cpuidle/parameters/table").strip())
-                if not args.running:
-                    deploy_variant(target, HI3660_VARIANT)
-                    b.push_helper(helper)
-                    idle_latency(b, args.wakeups, "hi3660-little")
-            if not args.skip_overhead and not args.running:
-                overhead(max(1, args.repeat // 2))
+            for clock in clocks:
+                print(f"\n# On the {clock} clock")
+                measure(target, clock, helper, args)
         finally:
             if not args.running:
-                board.down()
+                target.board.down()
     print(f"\nwall time {time.monotonic() - t0:.0f} s; load after: {os.getloadavg()[0]:.2f} (1 min)")
     return 0
+
+
+def measure(target, clock: str, helper: Path, args: argparse.Namespace) -> None:
+    """Every measurement ``args`` asks for, on the board booted (or running) on ``clock``."""
+    from lisa_ext.kernel.deploy import deploy_variant
+
+    only = set(args.only or ("throughput", "idle", "util"))
+    if not args.running:
+        target.use_clock(clock)
+        deploy_variant(target, VARIANT)
+    b = Board(target.board)
+    b.push_helper(helper)
+    top_rate = throughput(b, args.repeat) if "throughput" in only else 0.0
+    if "util" in only:
+        util_avg(b, top_rate or _top_rate(b), max(3, args.repeat // 3))
+    if "idle" in only:
+        print(f"\n## Extra wake-up latency per idle state (CPU 3 held in the state, its other states "
+              f"disabled, a 20 ms periodic task, {args.wakeups} wake-ups per timing, medians)\n")
+        print(IDLE_HEADER)
+        b.reload("lisa_emu_cpufreq", f"opps={OPP_TABLES[0]}")
+        idle_latency(b, args.wakeups, b.sh("cat /sys/module/lisa_emu_cpuidle/parameters/table").strip())
+        if not args.running:
+            deploy_variant(target, HI3660_VARIANT)
+            b.push_helper(helper)
+            idle_latency(b, args.wakeups, "hi3660-little")
+    if not args.skip_overhead and not args.running:
+        overhead(max(1, args.repeat // 2), clock)
 
 
 if __name__ == "__main__":
