@@ -130,10 +130,6 @@ class BoardTarget(SshTarget):
 
     def use_clock(self, clock: str) -> None:
         """Boot on ``clock`` from now on; a board running on the other is restarted on its kernel."""
-        if clock == self.clock:
-            self.board.use_clock(clock)  # the next boot's too
-            return
-        log.info("restarting the virtual board on the %s clock", clock)
         if self.board.use_clock(clock):
             self._pace = _GuestPace()
             self._reconnect(setup=False)

@@ -358,6 +358,7 @@ class VirtualBoard:
         paths = {f.name for f in dataclasses.fields(qemu.QemuMachine) if "Path" in str(f.type)}
         machine = qemu.QemuMachine(**{k: Path(v) if k in paths and v is not None else v for k, v in saved.items()})
         history = [*state.history, {"kernel": state.kernel, "label": state.label, "deployed_by": state.deployed_by}]
+        log.info("restarting the board (pid %d) on the %s clock", state.pid, clock)
         self._stop_guest(state)
         self._launch(machine, label=state.label, history=history, deployed_by=f"restart on the {clock} clock")
         return True
