@@ -50,8 +50,6 @@ def _wait_for(path: Path, procs: list[subprocess.Popen], timeout: float) -> None
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Address of a scheduler with two single-threaded workers."""
-    if not SAMPLE.is_dir():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     from distributed import Client
 
     tmp = tmp_path_factory.mktemp("dask")

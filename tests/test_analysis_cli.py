@@ -19,8 +19,6 @@ def run(capsys, *argv):
 @pytest.mark.parametrize("loader", ["lisa", "fast"])
 def test_idle_miss_json(capsys, loader):
     require_shared(JUNO)
-    if loader == "fast":
-        pytest.importorskip("lisa_ext.trace", reason="fast loader not in this tree yet")
     code, out, err = run(capsys, "idle-miss", JUNO, "--json", "--loader", loader, "--platform", JUNO_YAML)
     assert code == 0, err
     figures = json.loads(out)
@@ -53,7 +51,6 @@ def test_derived_mode_without_table_is_a_user_error(capsys):
 
 def test_wq_placement_and_iowait_json_on_shared_fio(capsys):
     require_shared(FIO)
-    pytest.importorskip("lisa_ext.trace", reason="fast loader not in this tree yet")
     events = reference_events(str(FIO))
     code, out, err = run(capsys, "wq-placement", FIO, "--json")
     assert code == 0, err
@@ -83,7 +80,6 @@ def test_wq_placement_and_iowait_json_on_shared_fio(capsys):
 
 def test_iowait_boost_text_output_on_systrace(capsys):
     require_shared(SURFACEFLINGER)
-    pytest.importorskip("lisa_ext.trace", reason="fast loader not in this tree yet")
     code, out, err = run(capsys, "iowait-boost", SURFACEFLINGER)
     assert code == 0, err
     assert "== sugov_set_iowait_boost timeline" in out

@@ -105,7 +105,7 @@ def test_unreadable_meter_is_a_preflight_error(tmp_path):
 
     if any(os.path.exists(p) for p in ("/sys/class/hwmon",)) and subprocess.run(
             "ls /sys/class/hwmon/*/energy*_input", shell=True, capture_output=True).returncode == 0:
-        pytest.skip("this machine has hwmon energy counters")
+        pytest.skip("external: this machine has hwmon energy counters")
     out = tmp_path / "data"
     proc = subprocess.run([*LISA_EXT, "campaign", "run", str(_spec(tmp_path, "hwmon")), "--out", str(out),
                            "--no-progress"], capture_output=True, text=True, cwd=tmp_path)

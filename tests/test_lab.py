@@ -140,8 +140,6 @@ def test_console_check_sees_errors(tmp_path):
 def test_study_notebook_through_the_server_draws_in_chromium(lab, tmp_path):
     import websocket
 
-    if not BOARD_SAMPLE.is_dir():
-        pytest.skip("data/samples/wq-affinity-board is not in this checkout")
     assert "lisa-ext" in lab.api("kernelspecs")["kernelspecs"]
     nb = nbformat.read(REPO / "notebooks" / NOTEBOOK, as_version=4)
     assert nb.metadata["kernelspec"]["name"] == "lisa-ext"
@@ -189,8 +187,6 @@ def test_analysis_plots_render_as_bokeh_in_the_lab_kernel(lab):
     import websocket
 
     trace = SAMPLE / "runs" / "cache" / "fio-randread" / "0" / "trace.dat"
-    if not trace.is_file():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     session = lab.api("sessions", {"path": "plots.ipynb", "name": "plots.ipynb",
                                    "type": "notebook", "kernel": {"name": "lisa-ext"}})
     ws = websocket.create_connection(

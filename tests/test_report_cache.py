@@ -41,8 +41,6 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_cached_and_parallel_reports_are_byte_identical(tmp_path, monkeypatch):
-    if not SAMPLE.is_dir():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "cache"))
     plain = _files(build_report(SAMPLE, ReportOptions(baseline="system", out=tmp_path / "plain",
                                                       cache=False, jobs=1)))
@@ -67,8 +65,6 @@ def test_cached_and_parallel_reports_are_byte_identical(tmp_path, monkeypatch):
 def test_a_report_without_test_options_draws_its_trace_free_figures_early(tmp_path, monkeypatch):
     # the statistics options a user leaves unset are settled (spec, then defaults) before the
     # early figures are compared too: unsettled, comparing raised and nothing was drawn early
-    if not SAMPLE.is_dir():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(build.os, "cpu_count", lambda: 2)
     early = build._prefetch(read_campaign(SAMPLE), ReportOptions(), tmp_path)
@@ -89,8 +85,6 @@ def test_fast_figures_draw_the_holoviews_figures_numbers(tmp_path):
     from lisa_ext.report.campaign import metrics_frame, read_campaign
     from lisa_ext.stats.compare import compare
 
-    if not SAMPLE.is_dir():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     campaign = read_campaign(SAMPLE)
     metrics = metrics_frame(campaign)
     specs = [s for s in _figures(campaign, metrics, compare(metrics, "system"), build._TraceData([], {}, {}))
@@ -120,8 +114,6 @@ def test_the_reports_own_bokeh_figures_pass_bokehs_document_checks():
 
     from lisa_ext.report import drawing
 
-    if not SAMPLE.is_dir():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     campaign = read_campaign(SAMPLE)
     trace = build._collect_traces(campaign, use_cache=False)
     metrics = build.metrics_frame(campaign, pd.DataFrame(trace.rows))

@@ -75,8 +75,6 @@ def test_layout_has_linked_panels_with_the_trace_ranges(juno):
 
 
 def test_analysis_markers_on_a_real_run():
-    if not SAMPLE_RUN.is_dir():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     from lisa_ext.report.traces import load_trace
 
     t = ex.explorer_tables(SAMPLE_RUN)

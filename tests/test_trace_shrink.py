@@ -19,8 +19,6 @@ def _report(path: Path) -> str:
 
 
 def test_shrink_keeps_every_event_and_resolved_symbol(tmp_path):
-    if not TRACE.is_file():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     out = tmp_path / "small.dat"
     before, after = shrink_trace(TRACE, out)
     assert after < before / 3, (before, after)
@@ -34,7 +32,5 @@ def test_shrink_keeps_every_event_and_resolved_symbol(tmp_path):
 
 
 def test_strip_refuses_a_compressed_file(tmp_path):
-    if not TRACE.is_file():
-        pytest.skip("data/samples/wq-affinity is not in this checkout")
     with pytest.raises(TraceDatError, match="version 6"):
         strip_kallsyms(TRACE, tmp_path / "x.dat")

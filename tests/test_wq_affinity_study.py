@@ -82,13 +82,7 @@ def test_llc_domains_take_each_cpus_highest_data_cache():
     assert llc_domains(_Shell("")) == []
 
 
-def _need_sample() -> None:
-    if not BOARD_SAMPLE.is_dir():
-        pytest.skip("data/samples/wq-affinity-board is not in this checkout")
-
-
 def test_rfc_tables_have_the_rfcs_shape_and_our_runs():
-    _need_sample()
     tables = wq_affinity.rfc_tables(BOARD_SAMPLE)
     assert list(tables) == ["high", "med", "low"]
     for table in tables.values():
@@ -106,7 +100,6 @@ def test_rfc_tables_have_the_rfcs_shape_and_our_runs():
 def test_kcryptd_locality_separates_the_scopes():
     """On two LLC domains, cache scope keeps kcryptd work in the queueing CPU's LLC far more
     often than system scope, which sprays it over both domains."""
-    _need_sample()
     locality = wq_affinity.df_kcryptd_locality(BOARD_SAMPLE)
     assert list(locality.columns) == ["HIGH", "MED", "LOW"]
     traced = locality.dropna(axis=1, how="all")
