@@ -174,6 +174,8 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
+    if fresh:
+        CampaignStore(campaign_dir).check_removable()  # before anything runs, not after the preflight
     preflight(echo)
     spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
     if not fresh and CampaignStore(campaign_dir).has_runs():

@@ -33,7 +33,6 @@ import fcntl
 import io
 import logging
 import os
-import shutil
 import socket
 import sys
 import time
@@ -125,15 +124,17 @@ def run_campaign(spec: CampaignSpec, campaign_dir: str | os.PathLike, *, resume:
     """Run (or resume) a campaign (:func:`~lisa_ext.campaign.spec.load_spec`) into
     ``campaign_dir``: what ``campaign run``, ``study run`` and ``quickstart`` do.
 
-    ``fresh`` deletes the directory's earlier runs first; without ``resume`` a directory
-    that holds runs already is an error.
+    ``fresh`` deletes the directory's earlier runs first, when it is a campaign directory
+    lisa-ext made (:meth:`CampaignStore.remove`); without ``resume`` a directory that holds
+    runs already is an error.
 
     :raises SpecChanged: the directory holds runs of another spec.
+    :raises UserError: ``fresh`` on a directory lisa-ext did not make.
     """
     spec.target_config  # a bad target config stops here, before anything runs
     campaign_dir = Path(campaign_dir)
-    if fresh and campaign_dir.exists():
-        shutil.rmtree(campaign_dir)
+    if fresh:
+        CampaignStore(campaign_dir).remove()
     quiet_lisa_logs()
     return CampaignRunner(spec, campaign_dir, resume=resume, progress=progress, echo=echo).run()
 

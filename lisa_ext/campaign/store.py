@@ -2,6 +2,7 @@
 
 Layout (the contract every later stage reads)::
 
+    data/<campaign>/.lisa-ext-campaign                says the store made this directory
     data/<campaign>/campaign.yml                      the spec as run (smoke: overrides applied)
     data/<campaign>/campaign-state.json               values the runner computed once
     data/<campaign>/.runner-journal.json              while a run changes the target: how to undo it
@@ -19,6 +20,11 @@ place; :meth:`CampaignStore.publish` writes its result and provenance, syncs
 every file and directory of it and renames it into place, so a directory named
 by its iteration number is always a finished run (status "ok" or "failed"),
 also after a crash of the machine.
+
+Nothing removes a directory the store did not make: :func:`campaign_removal_refusal` (what
+``--fresh`` asks) accepts only a campaign directory holding nothing but what the store writes,
+and :func:`never_removed` names the directories no command removes or replaces whatever
+they hold (``/``, the home directory, the current one, the data root).
 
 It is also the one reader of the store: :func:`read_campaign` gives
 typed :class:`Run` records (each with its :class:`RunMeta`) in spec order, and
@@ -47,15 +53,15 @@ import pandas as pd
 
 from lisa_ext.schema import load_yaml
 from lisa_ext.errors import SpecError, UserError
-from lisa_ext.workbench import cache_root
+from lisa_ext.workbench import cache_root, output_dir
 
 __all__ = [
-    "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "QUARANTINE_DIR", "RUN_STATUSES", "SPEC_COPY",
-    "STATE_NAME", "TMP_PREFIX", "TRACE_FILES",
+    "CAMPAIGN_MARKER", "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "QUARANTINE_DIR", "RUN_STATUSES",
+    "SPEC_COPY", "STATE_NAME", "TMP_PREFIX", "TRACE_FILES",
     "Campaign", "CampaignStore", "DamagedRun", "Journal", "Metric", "Run", "RunKey", "RunMeta",
     "RunResult", "StoreScan",
-    "load_result", "metrics_table", "read_campaign", "read_json_object", "traced_runs",
-    "validate_metrics", "write_json",
+    "campaign_removal_refusal", "load_result", "metrics_table", "never_removed", "read_campaign",
+    "read_json_object", "traced_runs", "validate_metrics", "write_json",
 ]
 
 TMP_PREFIX = ".tmp-"
@@ -67,6 +73,11 @@ STATE_NAME = "campaign-state.json"
 JOURNAL_NAME = ".runner-journal.json"
 #: where ``campaign status --repair`` moves damaged runs
 QUARANTINE_DIR = "quarantine"
+#: written when the store makes a campaign directory: what ``--fresh`` may remove
+CAMPAIGN_MARKER = ".lisa-ext-campaign"
+#: the names the store (and the report, in ``report/``) writes at the top of a campaign directory
+STORE_ENTRIES = frozenset({CAMPAIGN_MARKER, SPEC_COPY, STATE_NAME, JOURNAL_NAME, "runs", QUARANTINE_DIR,
+                           "report"})
 RUN_STATUSES = ("ok", "failed")
 #: column -> pandas dtype of the tidy metrics table (one row per run and metric)
 METRIC_DTYPES: dict[str, str] = {
@@ -269,6 +280,56 @@ def _sign(data: dict) -> str:
     return hmac.new(_journal_key(), payload, hashlib.sha256).hexdigest()
 
 
+def never_removed(path: str | os.PathLike) -> str | None:
+    """Why no command removes or replaces ``path`` whatever it holds (``/``, the home
+    directory, the current directory, the data root or a directory holding one of them);
+    ``None`` for any other path."""
+    resolved = Path(path).expanduser().resolve()
+    if resolved == Path(resolved.anchor):
+        return "is the root directory"
+    places = [("the home directory", Path.home()), ("the current directory", Path.cwd())]
+    with contextlib.suppress(UserError):  # a bad $LISA_EXT_WORKBENCH: no data root to keep
+        places.append(("the data root", output_dir() / "data"))
+    for what, place in places:
+        place = place.resolve()
+        if resolved == place:
+            return f"is {what}"
+        if resolved in place.parents:
+            return f"holds {what} ({place})"
+    return None
+
+
+def _store_entry(name: str) -> bool:
+    """Whether ``name``, at the top of a campaign directory, is one the store or the report wrote."""
+    if name in STORE_ENTRIES or (name.endswith(".part") and name[:-len(".part")] in STORE_ENTRIES):
+        return True  # write_json's temporaries included
+    return name.startswith(".report.")  # the report's build and swap temporaries (lisa_ext.report.build)
+
+
+def campaign_removal_refusal(path: str | os.PathLike) -> str | None:
+    """Why the existing directory ``path`` is not a campaign directory lisa-ext may remove
+    (``--fresh``), ``None`` when it is one: made by the store (:data:`CAMPAIGN_MARKER`), or
+    older than that marker and holding the spec copy with runs or state, and holding nothing
+    the store or the report did not write. The one place that decision is made."""
+    path = Path(path)
+    if path.is_symlink():
+        return "is a symbolic link"
+    if not path.is_dir():
+        return "is not a directory"
+    why = never_removed(path)
+    if why is not None:
+        return why
+    foreign = sorted(entry.name for entry in path.iterdir() if not _store_entry(entry.name))
+    if foreign:
+        more = f" and {len(foreign) - 1} more entries" if len(foreign) > 1 else ""
+        return f"holds {foreign[0]!r}{more}, which lisa-ext did not write"
+    if (path / CAMPAIGN_MARKER).is_file():
+        return None
+    if (path / SPEC_COPY).is_file() and ((path / "runs").is_dir() or (path / STATE_NAME).is_file()):
+        return None  # a campaign directory written before the marker existed
+    return "holds no campaign lisa-ext made"
+
+
 @dataclass(frozen=True)
 class DamagedRun:
     """A directory under ``runs/`` that is not a readable finished run (a truncated or
@@ -360,8 +421,37 @@ class CampaignStore:
         return self.root / QUARANTINE_DIR
 
     def exists(self) -> bool:
-        """Whether this directory holds a campaign (a spec copy or collected runs)."""
-        return self.spec_copy.is_file() or self.runs_dir.is_dir()
+        """Whether this directory holds a campaign (the store's marker, a spec copy or collected runs)."""
+        return (self.root / CAMPAIGN_MARKER).is_file() or self.spec_copy.is_file() or self.runs_dir.is_dir()
+
+    def check_removable(self) -> bool:
+        """Whether there is a campaign directory to remove (``--fresh``): ``False`` when the path
+        is missing or an empty directory.
+
+        :raises UserError: naming the directory and why lisa-ext may not remove it
+            (:func:`campaign_removal_refusal`).
+        """
+        if not self.root.is_symlink() and (not self.root.exists() or
+                                           (self.root.is_dir() and not any(self.root.iterdir()))):
+            return False
+        why = campaign_removal_refusal(self.root)
+        if why is not None:
+            raise UserError(f"{self.root}: not removed: it {why}; lisa-ext removes only a campaign "
+                            "directory it made")
+        return True
+
+    def remove(self) -> None:
+        """Delete the campaign directory (``--fresh``) when :meth:`check_removable` allows it."""
+        if self.check_removable():
+            shutil.rmtree(self.root)
+
+    def _make_root(self) -> None:
+        """Create the directory; when it is new (or empty) mark it as the store's."""
+        if self.root.is_dir() and any(self.root.iterdir()):
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        _write_bytes(self.root / CAMPAIGN_MARKER,
+                     b"lisa-ext made this campaign directory: --fresh may remove it\n")
 
     def has_runs(self) -> bool:
         """Whether any run was published here."""
@@ -396,7 +486,7 @@ class CampaignStore:
     def locked(self) -> Iterator[None]:
         """Hold the directory for one runner (an flock on the directory itself: no lock file
         to clean up, released by the kernel even on SIGKILL)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_root()
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
             try:
@@ -415,7 +505,7 @@ class CampaignStore:
 
     def write_spec_copy(self, text: str) -> None:
         """Store the spec the campaign runs (synced, renamed into place)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_root()
         _write_bytes(self.spec_copy, text.encode("utf-8"))
 
     def read_state(self) -> dict:
