@@ -12,9 +12,13 @@ too, and the study's notebook reads it):
 * ``cover-letter.md`` / ``.html`` / ``.txt``: the cover-letter table (:mod:`lisa_ext.report.cover`)
 * ``figures/*.png`` and ``*.svg`` (matplotlib), ``figures.html`` (bokeh)
 * ``README.md``: what was compared how, failed runs, skipped analyses, tables
+* ``.lisa-ext-report``: says lisa-ext wrote the directory, so a later report may replace it
 
 The directory is built aside and swapped in whole, and nothing in it depends
 on the time or the process, so the same campaign always gives the same bytes.
+It replaces only a report (:func:`report_replace_refusal`, the one place that
+decides): never a campaign directory, ``/``, the home or current directory,
+nor anything else that is not empty.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.campaign import host_load, trace_loss
+from lisa_ext.campaign.store import CampaignStore, never_removed
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
@@ -50,6 +55,10 @@ TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
                "markdown": "comparison.md", "lkp": "comparison.lkp.txt", "sd": "comparison.sd.txt",
                "cover": "cover-letter.md", "cover-html": "cover-letter.html",
                "cover-text": "cover-letter.txt"}
+#: written into every report directory: a later report may replace a directory holding it
+REPORT_MARKER = ".lisa-ext-report"
+#: files every report wrote before :data:`REPORT_MARKER` existed: how an older report is known
+_REPORT_FILES = ("README.md", "metrics.csv", TABLE_FILES["csv"])
 #: wakeup latency CDFs are drawn through this many quantiles per variant
 CDF_POINTS = 500
 #: the timeline shows this much before and after the chosen wakeup (ms)
@@ -329,10 +338,48 @@ def _settled(opts: ReportOptions, campaign: Campaign) -> ReportOptions:
     return replace(opts, **chosen)
 
 
+def report_replace_refusal(path: str | os.PathLike) -> str | None:
+    """Why a report may not be written at ``path`` (replacing what is there), ``None`` when it
+    may: nothing is there, an empty directory, or a report lisa-ext wrote (its
+    :data:`REPORT_MARKER`, or, older, its README.md, metrics.csv and comparison.csv)."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    why = never_removed(path)
+    if why is not None:
+        return why
+    if path.is_symlink():
+        return "is a symbolic link"
+    if not path.is_dir():
+        return "is a file"
+    if CampaignStore(path).exists():
+        return "is a campaign directory"
+    if (path / REPORT_MARKER).is_file() or all((path / name).is_file() for name in _REPORT_FILES):
+        return None
+    if not any(path.iterdir()):
+        return None
+    return "is not empty and holds no report lisa-ext wrote"
+
+
+def _check_report_place(final: Path) -> None:
+    why = report_replace_refusal(final)
+    if why is not None:
+        raise UserError(f"{final}: the report does not replace it: it {why}; choose another --out "
+                        "(a new directory or an earlier report)")
+
+
+def _report_place(campaign: Campaign, opts: ReportOptions) -> Path:
+    return Path(opts.out) if opts.out else campaign.root / REPORT_DIR
+
+
 def build_report(campaign_dir: str | os.PathLike, opts: ReportOptions | None = None) -> Path:
-    """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path."""
+    """Write ``campaign_dir/report/`` (or ``opts.out``) and return its path.
+
+    :raises UserError: that place holds something other than a report (:func:`report_replace_refusal`).
+    """
     opts = opts or ReportOptions()
     campaign = read_campaign(campaign_dir)
+    _check_report_place(_report_place(campaign, opts))  # before the traces are analysed
     with tempfile.TemporaryDirectory(prefix="lisa-ext-report-") as scratch:
         return _build(campaign, opts, Path(scratch))
 
@@ -379,7 +426,7 @@ def _write(campaign: Campaign, opts: ReportOptions, scratch: Path, early: figs.P
     cmp = compare(metrics, baseline, test=opts.test, mean=opts.mean, alpha=opts.alpha,
                   variants=present)
 
-    final = Path(opts.out) if opts.out else campaign.root / REPORT_DIR
+    final = _report_place(campaign, opts)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -400,6 +447,9 @@ def _write(campaign: Campaign, opts: ReportOptions, scratch: Path, early: figs.P
         (tmp / "README.md").write_text(
             _readme(campaign, opts, baseline, cmp, trace, [f.name for f in found]),
             encoding="utf-8")
+        (tmp / REPORT_MARKER).write_text("lisa-ext wrote this report: a later report may replace it\n",
+                                         encoding="utf-8")
+        _check_report_place(final)  # again: the place may have changed while the report was drawn
         if final.exists():
             old = final.parent / f".{final.name}.old-{os.getpid()}"
             final.rename(old)

@@ -38,7 +38,8 @@ def register(subparsers) -> None:
                    help="draw every figure and analyse every trace again, ignoring "
                         "$LISA_EXT_CACHE/report (default ~/.cache/lisa-ext/report)")
     p.add_argument("-o", "--out", metavar="DIR",
-                   help="write the report here instead of CAMPAIGN_DIR/report (replaced whole)")
+                   help="write the report here instead of CAMPAIGN_DIR/report: a new or empty "
+                        "directory, or an earlier report (replaced whole); anything else is refused")
     add_scheduler_argument(p)
     p.set_defaults(func=run)
 
