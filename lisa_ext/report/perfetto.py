@@ -206,7 +206,9 @@ def export_perfetto(source: str | os.PathLike, out: str | os.PathLike, *, findin
 ``gated idle``
         (default: the idle-gating analysis's).
     :returns: :func:`lisa_ext.trace.perfetto.write_pftrace`'s summary plus ``notes``.
+    :raises UserError: ``out`` exists and is not a Perfetto trace (it is never overwritten).
     """
+    _check_output(Path(out))
     path = trace_file(source)
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model)
@@ -216,6 +218,51 @@ def export_perfetto(source: str | os.PathLike, out: str | os.PathLike, *, findin
     summary = write_pftrace(read_trace(path), out, tracks)
     summary["notes"] = notes
     return summary
+
+
+#: the first packet of a Perfetto trace lisa-ext writes is a few dozen bytes: a longer one is not ours
+_FIRST_PACKET_MAX = 4096
+
+
+def _is_pftrace(path: Path) -> bool:
+    """Whether ``path`` starts as :func:`~lisa_ext.trace.perfetto.write_pftrace` starts a file:
+    a ``Trace.packet`` record holding the system's description."""
+    # deferred: the protobuf classes (~0.2 s) load only when a file is written
+    from google.protobuf.message import DecodeError
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+
+    with open(path, "rb") as f:
+        head = f.read(1 + 10)
+        if len(head) < 2 or head[0] != 0x0A:  # field 1 (packet), length-delimited
+            return False
+        size, shift, at = 0, 0, 1
+        while at < len(head):
+            size |= (head[at] & 0x7F) << shift
+            shift += 7
+            at += 1
+            if not head[at - 1] & 0x80:
+                break
+        else:
+            return False
+        if size > _FIRST_PACKET_MAX:
+            return False
+        f.seek(at)
+        data = f.read(size)
+    try:
+        packet = perfetto_trace_pb2.TracePacket.FromString(data)
+    except DecodeError:
+        return False
+    return len(data) == size and packet.HasField("system_info")
+
+
+def _check_output(out: Path) -> None:
+    """Refuse to write over anything but an earlier Perfetto trace."""
+    if not out.exists():
+        return
+    if out.is_dir():
+        raise UserError(f"{out}: is a directory; name the .pftrace file to write")
+    if not _is_pftrace(out):
+        raise UserError(f"{out}: exists and is not a Perfetto trace; it is not overwritten: choose another -o")
 
 
 def perfetto_link(source: str | os.PathLike, out_dir: str | os.PathLike, name: str | None = None,

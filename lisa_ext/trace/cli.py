@@ -54,23 +54,39 @@ def _read(path: str, events):
     return read_trace(path, events, cache=False)
 
 
+def _earlier_conversion(out: Path) -> list[str] | None:
+    """The parquet files of the earlier conversion ``out`` holds, ``None`` when it holds anything
+    else: a ``meta.json`` as :func:`convert` writes it, naming every other file there."""
+    try:
+        old = json.loads((out / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = old.get("files") if isinstance(old, dict) else None
+    if not isinstance(files, dict) or not isinstance(old.get("rows"), dict):
+        return None
+    names = [name for name in files.values()
+             if isinstance(name, str) and name == os.path.basename(name) and name.endswith(".parquet")]
+    if len(names) != len(files):
+        return None
+    if any(entry.name not in {META_FILE, *names} for entry in out.iterdir()):
+        return None
+    return names
+
+
 def _prepare_out_dir(out: Path) -> None:
-    """Create DIR, or reuse one holding an earlier conversion (its files are replaced)."""
+    """Create DIR, or reuse one holding only an earlier conversion (its files are replaced);
+    anything else already there is refused, never removed."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    previous = out / META_FILE
-    if previous.exists():
-        try:
-            old = json.loads(previous.read_text())
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{previous}: unreadable meta.json of an earlier conversion ({exc})") from None
-        for name in (old.get("files") or {}).values():
-            if name == os.path.basename(name) and name.endswith(".parquet"):
-                (out / name).unlink(missing_ok=True)
-        previous.unlink()
-    elif any(out.iterdir()):
-        raise UserError(f"{out}: directory is not empty and holds no earlier conversion; choose a new one")
+    if not any(out.iterdir()):
+        return
+    previous = _earlier_conversion(out)
+    if previous is None:
+        raise UserError(f"{out}: directory is not empty and holds more than an earlier conversion; choose a new one")
+    for name in previous:
+        (out / name).unlink(missing_ok=True)
+    (out / META_FILE).unlink()
 
 
 def _tracedat_passes(reader, events) -> list[list[str]]:
@@ -204,6 +220,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_shrink(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.is_dir() or (out.exists() and not _is_tracedat(args.out)):
+        raise UserError(f"{out}: exists and is not a trace.dat; it is not overwritten: choose another -o")
     before, after = shrink_trace(args.trace, args.out)
     print(f"{args.out}: {after} bytes ({before} before)")
     return 0
