@@ -22,7 +22,7 @@ from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
 from lisa_ext.campaign.spec import _SMOKE_SCHEMA, _TOP_SCHEMA, _TRACE_SCHEMA, MAX_ITERATIONS, MAX_RUNS
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.campaign.workloads.dmcrypt import CRYPT_SCHEMA
-from lisa_ext.campaign.workloads.rtapp import _TASK_SCHEMA
+from lisa_ext.campaign.workloads.rtapp import _PHASE_SCHEMA, _TASK_SCHEMA
 from lisa_ext.cli import main
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.spec import BaseTree
@@ -569,6 +569,7 @@ def _schemas():
     for kind, cls in sorted(WORKLOAD_KINDS.items()):
         yield f"{kind}: ", cls.SCHEMA
     yield "rtapp: tasks.<name>.", _TASK_SCHEMA
+    yield "rtapp: tasks.<name>.phases[].", _PHASE_SCHEMA
     yield "fio: dm-crypt.", CRYPT_SCHEMA
     yield "target config: lisa-ext.", _EXTRA_SCHEMA
 
