@@ -31,7 +31,7 @@ from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.readable import metric_label
 from lisa_ext.stats import compare
-from lisa_ext.study import execute_notebook
+from lisa_ext.study import check_page_outputs, execute_notebook
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["KEY_METRICS", "campaign_overview", "per_run_table", "plot_key_metrics", "preflight", "register",
@@ -174,8 +174,9 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
 
 def run_quickstart(campaign_dir: Path, out_html: Path, *, fresh: bool = False,
                    progress: bool = True, echo=print) -> Path:
+    check_page_outputs(out_html)  # before anything runs, not after the campaign
     if fresh:
-        CampaignStore(campaign_dir).check_removable()  # before anything runs, not after the preflight
+        CampaignStore(campaign_dir).check_removable()
     preflight(echo)
     spec = load_spec(workbench_path("notebooks", "quickstart.yml"))
     if not fresh and CampaignStore(campaign_dir).has_runs():

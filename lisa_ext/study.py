@@ -49,7 +49,7 @@ from lisa_ext.workbench import output_dir, workbench_path
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",
            "write_report", "comparison_table", "cover_table", "figure_paths", "per_run_analysis",
            "execute_notebook", "run_study", "register", "explore_run", "show_page", "show_figure",
-           "readable_table", "repo_path", "export_notebook", "use_bokeh"]
+           "readable_table", "repo_path", "export_notebook", "use_bokeh", "check_page_outputs"]
 
 # Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
 # need them.
@@ -268,8 +268,18 @@ def _local_kernel_manager() -> type:
     return LocalKernelManager
 
 
+def check_page_outputs(out_html: Path) -> None:
+    """Refuse a page (and its executed notebook beside it) over anything but an earlier one:
+    an HTML page nbconvert wrote, a notebook papermill executed (never a study's own)."""
+    for path, sign in ((out_html, 'class="jp-Notebook'), (out_html.with_suffix(".ipynb"), '"papermill": {')):
+        if path.exists() and (path.is_dir() or sign not in path.read_text(encoding="utf-8", errors="replace")):
+            raise UserError(f"{path}: exists and is not a page or notebook lisa-ext wrote; "
+                            "it is not overwritten: choose another -o")
+
+
 def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
     """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
+    check_page_outputs(out_html)
     skip_iri_format_checker()
     # deferred: see the note under __all__
     import nbformat
@@ -324,6 +334,7 @@ def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = T
               board_clock: str | None = None, echo=print) -> Path:
     """Run (or resume) the study's campaign, write its report into ``campaign_dir/report``,
     execute its notebook (which reads the report) into ``out_html``."""
+    check_page_outputs(out_html)  # before the campaign runs
     if not run and not CampaignStore(campaign_dir).has_runs():
         _name_the_other_size(study, Path(campaign_dir), smoke)
     summary = ensure_campaign(study.spec, campaign_dir, run=run, progress=progress, smoke=smoke, target=target,
