@@ -41,6 +41,7 @@ from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
 from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
+from lisa_ext.report.escape import code_span, markdown
 from lisa_ext.report.readable import metric_label
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
@@ -275,8 +276,9 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
             trace: _TraceData, figure_names: list[str]) -> str:
     out = io.StringIO()
     w = out.write
-    w(f"# Report: {campaign.name}\n\n")
-    w(f"Baseline `{baseline}`; variants {', '.join(f'`{v}`' for v in campaign.variants)}.  \n")
+    # names, labels, error texts and notes come from the spec and the runs: text, never Markdown
+    w(f"# Report: {markdown(campaign.name)}\n\n")
+    w(f"Baseline {code_span(baseline)}; variants {', '.join(code_span(v) for v in campaign.variants)}.  \n")
     w(f"Significance: {opts.test} test, alpha={opts.alpha:g}; fewer than 3 runs are flagged, "
       f"never starred. Mean: {opts.mean} (auto = hmean when higher is better, else amean).\n\n")
     ok, failed = campaign.ok_runs, campaign.failed_runs
@@ -285,9 +287,9 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
       + (f", {len(lost)} with lost trace events" if lost else "") + ".\n\n")
     if lost:
         w("## Traces that lost events (trace-derived figures under-count)\n\n")
-        w(f"{trace_loss.warning_line(lost)}\n\n")
+        w(f"{markdown(trace_loss.warning_line(lost))}\n\n")
         for label, n in sorted(lost.items()):
-            w(f"- `{label}`: {n} events lost\n")
+            w(f"- {code_span(label)}: {n} events lost\n")
         w("\n")
     disturbed = host_load.disturbed_runs(campaign.runs)
     if disturbed:
@@ -297,13 +299,13 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
     if failed:
         w("## Failed runs (not used)\n\n")
         for run in failed:
-            w(f"- `{run.label}`: {(run.error or 'no error text').splitlines()[0]}\n")
+            w(f"- {code_span(run.label)}: {markdown((run.error or 'no error text').splitlines()[0])}\n")
         w("\n")
     if trace.notes:
         w("## Trace notes (analyses not applied, damaged traces)\n\n")
         for note, runs in sorted(trace.notes.items()):
-            w(f"- {note} ({len(runs)} run{'s' if len(runs) != 1 else ''}: "
-              f"{', '.join(f'`{r}`' for r in runs[:3])}{', ...' if len(runs) > 3 else ''})\n")
+            w(f"- {markdown(note)} ({len(runs)} run{'s' if len(runs) != 1 else ''}: "
+              f"{', '.join(code_span(r) for r in runs[:3])}{', ...' if len(runs) > 3 else ''})\n")
         w("\n")
     w("## Comparison\n\n")
     md = tables.render_markdown(cmp)

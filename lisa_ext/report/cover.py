@@ -8,17 +8,19 @@ name is spelled out by :func:`lisa_ext.report.readable.metric_label` (``wakeup_l
 row with ``(pct%)`` or ``*pct%*`` when significant, its % sign-normalised (positive is
 better), then the spread, the change's interval, the p-value and n.
 
-:class:`CoverLetterTable` holds one such table and shows as HTML in a notebook.
+:class:`CoverLetterTable` holds one such table and shows as HTML in a notebook. Workload,
+metric and variant names come from specs and runs: each format escapes them
+(:mod:`lisa_ext.report.escape`).
 """
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Mapping
 
 import pandas as pd
 
+from lisa_ext.report import escape
 from lisa_ext.report.readable import EMPTY, decimals_of, format_number, metric_label
 
 __all__ = ["CoverLetterTable", "FORMATS", "render_cover"]
@@ -111,16 +113,15 @@ def _blank_repeats(rows: list[dict]) -> list[dict]:
 
 
 _KEYS = ["workload", "metric", "variant", "mean", "change", "ci", "p", "verdict", "n"]
+#: the cells naming what was measured, from specs and runs; the others are numbers and words of ours
+_NAMED = {"workload", "metric", "variant"}
 
 
 def render_cover_markdown(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> str:
     """One Markdown table, the workload and metric written once per group; the legend under it."""
-    def esc(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    lines = ["| " + " | ".join(_headers(table)) + " |", "|" + "---|" * len(_KEYS)]
+    lines = ["| " + " | ".join(escape.markdown(h) for h in _headers(table)) + " |", "|" + "---|" * len(_KEYS)]
     for row in _blank_repeats(_rows(table, labels)):
-        cells = [esc(row[k]) for k in _KEYS]
+        cells = [escape.markdown(row[k]) if k in _NAMED else row[k] for k in _KEYS]
         if row["verdict"] in ("better", "worse"):
             cells[4:6] = [f"**{c}**" for c in cells[4:6]]
         lines.append("| " + " | ".join(cells) + " |")
@@ -140,7 +141,7 @@ def render_cover_html(table: pd.DataFrame, labels: Mapping[str, str] | None = No
     verdicts coloured, the legend as its caption."""
     rows = _rows(table, labels)
     left = {"workload", "metric", "variant", "verdict"}
-    head = "".join(f'<th class="{"l" if k in left else ""}">{html.escape(h)}</th>'
+    head = "".join(f'<th class="{"l" if k in left else ""}">{escape.html(h)}</th>'
                    for k, h in zip(_KEYS, _headers(table)))
     spans: dict[tuple[int, str], int] = {}
     for key, fields in (("workload", ("workload",)), ("metric", ("workload", "metric"))):
@@ -156,14 +157,14 @@ def render_cover_html(table: pd.DataFrame, labels: Mapping[str, str] | None = No
             if key in ("workload", "metric"):
                 if (i, key) not in spans:
                     continue
-                cells.append(f'<td class="l" rowspan="{spans[(i, key)]}">{html.escape(row[key])}</td>')
+                cells.append(f'<td class="l" rowspan="{spans[(i, key)]}">{escape.html(row[key])}</td>')
                 continue
             cls = ["l"] if key in left else []
             if key in ("change", "ci", "verdict") and row["verdict"] in ("better", "worse"):
                 cls.append(row["verdict"])
-            cells.append(f'<td class="{" ".join(cls)}">{html.escape(row[key])}</td>')
+            cells.append(f'<td class="{" ".join(cls)}">{escape.html(row[key])}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'{_STYLE}<table class="lisa-cover"><caption>{html.escape(_legend(table))}</caption>'
+    return (f'{_STYLE}<table class="lisa-cover"><caption>{escape.html(_legend(table))}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
@@ -175,11 +176,13 @@ def render_cover_text(table: pd.DataFrame, labels: Mapping[str, str] | None = No
         block = table[table["workload"] == workload]
         variants = list(dict.fromkeys(block["variant"]))
         metrics = list(dict.fromkeys(block["metric"]))
-        names = {m: metric_label(m, block.loc[block["metric"] == m, "unit"].iloc[0], labels) for m in metrics}
+        names = {m: escape.one_line(metric_label(m, block.loc[block["metric"] == m, "unit"].iloc[0], labels))
+                 for m in metrics}
         name_w = max(len(n) for n in names.values())
-        col_w = max(24, *(len(v) + 2 for v in variants))
-        out.append(workload)
-        out.append(" " * (8 + name_w) + "".join(f"{v:>{col_w}}" for v in variants))
+        heads = [escape.one_line(v) for v in variants]
+        col_w = max(24, *(len(v) + 2 for v in heads))
+        out.append(escape.one_line(workload))
+        out.append(" " * (8 + name_w) + "".join(f"{v:>{col_w}}" for v in heads))
         for metric in metrics:
             cells = {r["variant"]: r for r in block[block["metric"] == metric].to_dict("records")}
             kind = next(iter(cells.values()))["mean_kind"].capitalize()

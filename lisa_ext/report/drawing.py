@@ -20,6 +20,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from lisa_ext.report.escape import mathtext
+
 __all__ = ["BOKEH", "COLORS", "MPL", "bars_frame", "residency_table", "timeline_panels"]
 
 # Deferred imports in this module: matplotlib and bokeh load only when a figure is drawn.
@@ -113,8 +115,8 @@ def mpl_metric_bars(cmp_block: pd.DataFrame, title: str, ylabel: str,
                    zorder=3)
     ax.set_xticks(range(len(cats)), [str(c) for c in cats], rotation=15, ha="right")
     ax.set_xlim(-0.5, len(cats) - 0.5)
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
+    ax.set_title(mathtext(title))
+    ax.set_ylabel(mathtext(ylabel))
     return fig
 
 
@@ -131,7 +133,7 @@ def mpl_latency_cdf(latencies: pd.DataFrame, title: str = "wakeup latency CDF", 
     ax.set_xscale("log")
     ax.set_xlabel(f"latency ({unit})")
     ax.set_ylabel("fraction of wakeups")
-    ax.set_title(title)
+    ax.set_title(mathtext(title))
     if k:
         ax.legend(loc="upper left")
     return fig
@@ -145,11 +147,11 @@ def mpl_residency(residency: pd.DataFrame, title: str, state_label: str):
     for k, state in enumerate(table.columns):
         values = table[state].to_numpy(float)
         ax.bar(x, values, bottom=bottom, width=0.8, color=COLORS[k % len(COLORS)],
-               edgecolor="k", label=state)
+               edgecolor="k", label=mathtext(state))
         bottom += values
     ax.set_xticks(x, [str(v) for v in table.index])
     ax.set_ylabel("% of time")
-    ax.set_title(title)
+    ax.set_title(mathtext(title))
     ax.legend(title=state_label, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
@@ -168,7 +170,7 @@ def mpl_timeline(panels: dict, wakeups: pd.DataFrame, title: str):
         ax.set_ylabel(ylabel)
         ax.set_xlabel("time from wakeup (ms)")
         if n == 0:
-            ax.set_title(title)
+            ax.set_title(mathtext(title))
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 

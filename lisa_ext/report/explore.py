@@ -45,6 +45,7 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache
 from lisa_ext.report.cache import cached_frame
+from lisa_ext.report.escape import hv_title
 from lisa_ext.report.figures import offline_resources, stable_html
 from lisa_ext.trace import read_trace
 from lisa_ext.trace.cache import TraceCacheEntry
@@ -402,10 +403,11 @@ def explore(source: "str | os.PathLike | ExplorerTables", *, analyses: "bool | S
     if not panels:
         raise UserError(f"{t.source}: nothing to explore: no cpu_frequency, cpu_idle, "
                         f"sched_switch or sched_waking/sched_wakeup events")
-    # the run directory names the trace better than "trace.dat"
+    # the run directory names the trace better than "trace.dat"; holoviews shows a layout's
+    # title as HTML, and the path is any file's
     name = Path(t.source)
-    return hv.Layout(panels).cols(1).opts(shared_axes=True, title=str(
-        name.relative_to(name.parents[3]) if len(name.parents) > 3 else name))
+    return hv.Layout(panels).cols(1).opts(shared_axes=True, title=hv_title(
+        name.relative_to(name.parents[3]) if len(name.parents) > 3 else name, layout=True))
 
 
 def export_explorer(explorer, path: str | os.PathLike, title: str = "trace explorer") -> Path:

@@ -22,7 +22,6 @@ import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from html import escape as html_escape
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -30,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.report import drawing
+from lisa_ext.report import escape
 from lisa_ext.report.cache import cache_root, code_digest, digest, library_versions
 from lisa_ext.report.drawing import bars_frame
 
@@ -79,9 +79,16 @@ def load_holoviews():
 
 
 def _both(obj, **options):
-    """Apply options to both backends: holoviews keeps them per backend."""
+    """Apply options to both backends: holoviews keeps them per backend. A ``title`` and a
+    ``ylabel`` are text (:mod:`lisa_ext.report.escape`): holoviews formats titles, and
+    matplotlib would parse a ``$`` as math."""
     for backend in ("matplotlib", "bokeh"):
-        obj = obj.opts(backend=backend, **options)
+        shown = dict(options)
+        for key in ("title", "ylabel"):
+            if key in shown:
+                text = escape.mathtext(shown[key]) if backend == "matplotlib" else str(shown[key])
+                shown[key] = escape.hv_title(text) if key == "title" else text
+        obj = obj.opts(backend=backend, **shown)
     return obj
 
 
@@ -167,7 +174,7 @@ def grouped_bars_figure(df: pd.DataFrame, group, bar, value, title: str):
     two-level labels overlap). ``group``, ``bar`` and ``value`` are column names or holoviews
     Dimensions."""
     hv = load_holoviews()
-    bars = hv.Bars(df, kdims=[group, bar], vdims=[value]).opts(title=title)
+    bars = _both(hv.Bars(df, kdims=[group, bar], vdims=[value]), title=title)
     bars = bars.opts(multi_level=False, show_legend=True, legend_position="right", hooks=[_fit_grouped_bars],
                      backend="matplotlib")
     return bars.opts(multi_level=False, legend_position="right", backend="bokeh")
@@ -434,12 +441,12 @@ def figures_page(items: Sequence[str], title: str) -> str:
     resources = offline_resources()
     divs = "\n".join(f'<div id="figure-{k}" style="margin-bottom:12px"></div>'
                      for k in range(len(items)))
-    # "</" would end the script element early (a title holding "</script>")
-    escaped = [item.replace("</", "<\\/") for item in _numbered(items)]
+    # a title holding "</script>" must not end the script element early
+    escaped = [escape.script(item) for item in _numbered(items)]
     calls = "\n".join(f'Bokeh.embed.embed_item({item}, "figure-{k}");'
                       for k, item in enumerate(escaped))
     page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{html_escape(title)}</title>\n{resources.render_js()}\n{resources.render_css()}\n"
+            f"<title>{escape.html(title)}</title>\n{resources.render_js()}\n{resources.render_css()}\n"
             f"</head>\n<body>\n{divs}\n<script type=\"text/javascript\">\n{calls}\n</script>\n"
             f"</body>\n</html>\n")
     return page

@@ -4,7 +4,8 @@ A page quotes frames whose columns are identifiers (``meter_power_mw``, ``restar
 and whose index is a bare 0..n-1; :func:`readable_table` gives the same frame with its columns
 named for a reader, the identifying columns as its index, numbers as a reader reads them.
 :func:`metric_label` is the naming rule (a study's own labels first), :func:`format_number`
-the number rule (3-4 significant digits, thousands separated, never ``1.4e+06``).
+the number rule (3-4 significant digits, thousands separated, never ``1.4e+06``),
+:func:`page_styler` the page rule: every text of a table HTML-escaped.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-__all__ = ["EMPTY", "decimals_of", "format_number", "metric_label", "readable_table"]
+from lisa_ext.report import escape
+
+__all__ = ["EMPTY", "decimals_of", "format_number", "metric_label", "page_styler", "readable_table"]
 
 #: how an empty cell prints: never "nan"
 EMPTY = "–"
@@ -24,6 +27,9 @@ EMPTY = "–"
 _UNITS = {"us": "µs", "μs": "µs", "mw": "mW", "mibps": "MiB/s", "khz": "kHz", "mhz": "MHz"}
 _WORDS = {"lat": "latency", "bw": "bandwidth", "iops": "IOPS", "tps": "TPS", "util": "utilisation",
           "avg": "mean", "wakeup": "wake-up", "wu": "wake-up", "perf": "performance", "stddev": "sd", "cpu": "CPU", "freq": "frequency"}
+#: a table of a page holds no math: MathJax (Jupyter, nbconvert) leaves elements of these classes
+#: alone, so a ``$`` in a name from a run stays a dollar
+_NO_MATH = 'class="tex2jax_ignore mathjax_ignore"'
 #: identifier tokens that name a unit: ``sleep_ms_median`` -> "sleep median (ms)"
 _UNIT_TOKENS = {"pct": "%", "ms": "ms", "us": "µs", "ns": "ns", "s": "s", "mhz": "MHz", "khz": "kHz",
                 "mw": "mW", "w": "W", "mibps": "MiB/s", "kib": "KiB", "mib": "MiB"}
@@ -120,9 +126,26 @@ def readable_table(frame: pd.DataFrame, labels: Mapping[str, str] | None = None,
     df.index = df.index.set_names([None if n is None else name(n) for n in df.index.names])
     if rename_rows:
         df.index = df.index.map(lambda label: name(label) if isinstance(label, str) else label)
-    styler = df.style.format(lambda v: format_number(v) if isinstance(v, (int, float)) and not
-                             isinstance(v, bool) else str(v), na_rep=EMPTY)
+    styler = page_styler(df, lambda v: format_number(v) if isinstance(v, (int, float)) and not
+                         isinstance(v, bool) else str(v))
     if isinstance(frame.index, pd.RangeIndex) and not index:
         styler = styler.hide(axis="index")
     return styler
 
+
+
+def page_styler(frame: pd.DataFrame, cell: Callable[[Any], str], *, na_rep: str = EMPTY,
+                caption: str | None = None):
+    """``frame`` styled for a page: each cell shown as ``cell(value)`` (an empty one as
+    ``na_rep``) and every text of the table, cells, row and column labels, axis names and
+    ``caption``, HTML-escaped (:func:`lisa_ext.report.escape.html`; labels by pandas' own
+    ``escape="html"``, which keeps numbers as pandas shows them): names and values come from
+    runs, targets and specs, and are never markup."""
+    def names(axis: pd.Index) -> list:
+        return [None if n is None else escape.html(n) for n in axis.names]
+
+    df = frame.rename_axis(index=names(frame.index), columns=names(frame.columns))
+    styler = df.style.format(lambda v: escape.html(cell(v)), na_rep=na_rep)
+    styler = styler.format_index(escape="html", axis="index").format_index(escape="html", axis="columns")
+    styler = styler.set_table_attributes(_NO_MATH)
+    return styler if caption is None else styler.set_caption(escape.html(caption))

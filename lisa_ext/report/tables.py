@@ -24,7 +24,9 @@ Formats, each matching what kernel cover letters show:
     with its confidence interval, p-value, verdict and n per metric and variant.
 
 All renderers are pure functions of the frame: the same frame gives the same
-bytes.
+bytes. Names (workloads, variants, metrics, units) come from specs and runs: the text
+formats show them on one line (:func:`lisa_ext.report.escape.one_line`), Markdown as
+text (:func:`lisa_ext.report.escape.markdown`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from lisa_ext.report import cover
+from lisa_ext.report.escape import markdown, one_line
 from lisa_ext.stats.cover import with_verdicts
 
 __all__ = [
@@ -142,16 +145,18 @@ def render_mmtests(cmp: pd.DataFrame, stats: Iterable[str] = ("min", "max", "mea
     for workload, block in _workloads(cmp):
         cell_of = _cells(block)
         metrics = _metrics(block)
-        metric_width = max(len(m[0]) for m in metrics)
+        shown = {m[0]: one_line(m[0]) for m in metrics}
+        metric_width = max(len(name) for name in shown.values())
         values = [f"{v:.2f}" for v in block[["mean", "min", "max", "stddev", "cv_pct"]]
                   .to_numpy().ravel() if math.isfinite(v)]
         value_width = max([MMTESTS_VALUE_WIDTH] + [len(v) for v in values])
-        col_width = max([value_width + 11] + [len(v) for v in variants])
+        heads = [one_line(v) for v in variants]
+        col_width = max([value_width + 11] + [len(v) for v in heads])
         value_width = col_width - 11
         label_width = max(MMTESTS_LABEL_WIDTH, *(len(_MEAN_LABEL[m[3]]) for m in metrics))
-        out.append(workload)
+        out.append(one_line(workload))
         out.append(" " * (label_width + 1 + metric_width)
-                   + "".join(f"{v:>{col_width}}" for v in variants))
+                   + "".join(f"{v:>{col_width}}" for v in heads))
         for stat in stats:
             for metric, _unit, lib, kind in metrics:
                 label = {"min": "Min", "max": "Max", "mean": _MEAN_LABEL[kind],
@@ -161,7 +166,7 @@ def render_mmtests(cmp: pd.DataFrame, stats: Iterable[str] = ("min", "max", "mea
                 # spread is always better smaller, whatever the metric's direction
                 lower = lib if stat in ("min", "max", "mean") else True
                 base = cell_of(metric, variants[0])
-                line = f"{label:<{label_width}} {metric:<{metric_width}}"
+                line = f"{label:<{label_width}} {shown[metric]:<{metric_width}}"
                 for variant in variants:
                     cell = cell_of(metric, variant)
                     if cell is None:
@@ -189,8 +194,8 @@ def render_mmtests(cmp: pd.DataFrame, stats: Iterable[str] = ("min", "max", "mea
 # --- markdown --------------------------------------------------------------
 
 def _markdown_label(metric: str, unit: str, kind: str) -> str:
-    label = f"{kind} {metric}"
-    return label if not unit or unit in TIME_UNITS else f"{label} [{unit}]"
+    label = f"{kind} {markdown(metric)}"
+    return label if not unit or unit in TIME_UNITS else f"{label} [{markdown(unit)}]"
 
 
 def _markdown_table(rows: list[list[str]]) -> list[str]:
@@ -206,7 +211,7 @@ def render_markdown(cmp: pd.DataFrame, legend: bool = True) -> str:
     out: list[str] = []
     for workload, block in _workloads(cmp):
         cell_of = _cells(block)
-        rows = [["metric"] + variants]
+        rows = [["metric"] + [markdown(v) for v in variants]]
         for metric, unit, _lib, kind in _metrics(block):
             row = [_markdown_label(metric, unit, kind)]
             for variant in variants:
@@ -222,7 +227,7 @@ def render_markdown(cmp: pd.DataFrame, legend: bool = True) -> str:
                     text += " ?"
                 row.append(text)
             rows.append(row)
-        out.append(f"### {workload}")
+        out.append(f"### {markdown(workload)}")
         out.append("")
         out.extend(_markdown_table(rows))
         out.append("")
@@ -253,7 +258,8 @@ def render_lkp(cmp: pd.DataFrame) -> str:
     variants = _variants(cmp)
     value_w, change_w = 10, 10
     col = value_w + 6
-    head = [f"{variants[0]:>{col}}"] + [f"{' ' * change_w} {v:>{col}}" for v in variants[1:]]
+    heads = [one_line(v) for v in variants]
+    head = [f"{heads[0]:>{col}}"] + [f"{' ' * change_w} {v:>{col}}" for v in heads[1:]]
     lines = ["".join(head).rstrip(),
              "-" * col + "".join(" " + "-" * (change_w + col) for _ in variants[1:]),
              f"{'%stddev':>{col}}" + "".join(f"{'%change':>{change_w}} {'%stddev':>{col}}"
@@ -274,7 +280,7 @@ def render_lkp(cmp: pd.DataFrame) -> str:
                     parts.append(f"{change:>{change_w}} ")
                 parts.append(" " * col if cell is None else
                              f"{_lkp_number(cell['mean']):>{value_w}} {_lkp_stddev(cell)}")
-            lines.append("".join(parts) + f"  {workload}.{metric}")
+            lines.append("".join(parts) + f"  {one_line(workload)}.{one_line(metric)}")
     return "\n".join(lines) + "\n"
 
 
@@ -288,11 +294,11 @@ def render_sd(cmp: pd.DataFrame) -> str:
         cell_of = _cells(block)
         metrics = _metrics(block)
         first = metrics[0][0]
-        header = [workload] + [f"{m} ({u})" if u else m for m, u, _l, _k in metrics] + \
-            [f"vs. {variants[0]} {first} (%)"]
+        header = [one_line(workload)] + [one_line(f"{m} ({u})" if u else m) for m, u, _l, _k in metrics] + \
+            [one_line(f"vs. {variants[0]} {first} (%)")]
         rows = [header]
         for variant in variants:
-            row = [variant]
+            row = [one_line(variant)]
             for metric, *_ in metrics:
                 cell = cell_of(metric, variant)
                 if cell is None:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from lisa_ext.campaign.store import read_campaign
 from lisa_ext.errors import UserError
+from lisa_ext.report.readable import page_styler
 from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers
 from lisa_ext.stats import MeanKind, mean_of
 from lisa_ext.stats.change import pct_change_ci
@@ -250,7 +251,7 @@ def show_beside_rfc(study: str, table_id: str, ours: pd.DataFrame, platform: str
             f"{_cell(row.printed)} † (its numbers: {row.recomputed:+.0f})"
     caption += (" — † the RFC prints a percentage its own numbers do not give; both are shown, "
                 "and the sentences below use the recomputed one")
-    return _styled(text.style.set_caption(caption))
+    return _styled(page_styler(text, str, na_rep=EMPTY_CELL, caption=caption))
 
 
 def _styled(styler):
@@ -260,8 +261,9 @@ def _styled(styler):
 
 def styled(frame: pd.DataFrame, caption: str):
     """A table as the study pages print them: empty cells as :data:`EMPTY_CELL`, three
-    significant digits, ``caption`` above."""
-    return _styled(frame.style.format(_cell, na_rep=EMPTY_CELL).set_caption(caption))
+    significant digits, ``caption`` above, every text HTML-escaped (the caption names the
+    platform its runs recorded)."""
+    return _styled(page_styler(frame, _cell, na_rep=EMPTY_CELL, caption=caption))
 
 
 def _cell(value: float) -> str:

@@ -25,6 +25,7 @@ from lisa_ext.campaign.store import read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
+from lisa_ext.report.escape import code_span
 from lisa_ext.report.figures import export, latency_cdf_figure
 from lisa_ext.report.readable import readable_table
 from lisa_ext.stats.cover import cover_table
@@ -257,21 +258,24 @@ class StudyPage:
         self.tasks = tasks if not self.sample else "comm:^fio$"
 
     def banner(self) -> str:
-        """The page's first lines: whose runs these are and what their numbers are good for."""
+        """The page's first lines (Markdown): whose runs these are and what their numbers are good
+        for; the campaign's path is quoted as code (:func:`lisa_ext.report.escape.code_span`)."""
         if self.sample:
-            return (f"**Sample data:** `{self.wanted}` has no runs yet, so this page shows the committed sample "
-                    f"campaign `{SAMPLE}` (its variants, workloads and metrics, not yours): the numbers check "
-                    "the pipeline, they are not results. Run the study: `lisa-ext study run NAME --smoke`, then "
-                    "without `--smoke`.".replace("NAME", self.wanted.name.removesuffix("-smoke")))
+            command = code_span(f"lisa-ext study run {self.wanted.name.removesuffix('-smoke')} --smoke")
+            return (f"**Sample data:** {code_span(self.wanted)} has no runs yet, so this page shows the committed "
+                    f"sample campaign {code_span(SAMPLE)} (its variants, workloads and metrics, not yours): the "
+                    f"numbers check the pipeline, they are not results. Run the study: {command}, then without "
+                    "`--smoke`.")
         runs = read_campaign(self.campaign).runs
-        text = f"Campaign `{self.campaign}`: {sum(r.ok for r in runs)} of {len(runs)} runs ok."
+        text = f"Campaign {code_span(self.campaign)}: {sum(r.ok for r in runs)} of {len(runs)} runs ok."
         if self.smoke:
             text = ("**Smoke run:** the shortest campaign that fills every cell (`--smoke`): the numbers check "
                     "the pipeline, they are not results. " + text)
         return text
 
     def status(self):
-        """Runs per (variant, workload): finished, failed, traced; the knobs read back; the kernel."""
+        """Runs per (variant, workload): finished, failed, traced; the knobs read back; the kernel
+        (as the target reported them: :func:`lisa_ext.report.readable.readable_table` escapes them)."""
         rows = []
         for run in read_campaign(self.campaign).runs:
             knobs = ", ".join(f"{Path(p).name} = {k.get('read_back')}" for p, k in run.meta.knobs.items())
