@@ -211,19 +211,32 @@ def show_page(path: str | os.PathLike, height: int = 900):
                     f'style="width:100%;height:{height}px;border:0"></iframe>')
 
 
-def show_figure(figure):
-    """A figure shown inline as SVG: a file the report or a study module wrote (the ``.svg``
-    beside a ``.png``) or a matplotlib figure (closed once drawn). Sharp at any zoom, and its
-    text stays in the page, where the page check reads it (an SVG output would be exported
-    as an image)."""
+class _ShownFigure:
+    """What :func:`show_figure` returns: the figure is on the page already, so showing this
+    (a cell's last expression, ``display(...)``) adds nothing."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "<figure shown above>"
+
+
+def show_figure(figure) -> _ShownFigure:
+    """Show a figure inline as SVG where it is called (inside an ``if``, a loop or a function
+    too, not only as a cell's last expression): a file the report or a study module wrote
+    (the ``.svg`` beside a ``.png``) or a matplotlib figure (closed once drawn). Sharp at any
+    zoom, and its text stays in the page, where the page check reads it (an SVG output would
+    be exported as an image). What it returns shows nothing, so the figure appears once."""
     # deferred: see the note under __all__
-    from IPython.display import HTML
+    from IPython.display import HTML, display
 
     if hasattr(figure, "savefig"):
         text = svg_text(figure)
     else:
         text = Path(figure).with_suffix(".svg").read_text(encoding="utf-8")
-    return HTML(text[text.index("<svg"):])
+    display(HTML(text[text.index("<svg"):]))
+    return _ShownFigure()
 
 
 def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,

@@ -6,7 +6,8 @@
   const OPTIONS = window.LISA_PAGE_CHECK_OPTIONS || {};
   const findings = [];
   // what the check looked at: a check that saw nothing proves nothing
-  const seen = {iframes: 0, svg_figures: 0, svg_texts: 0, bokeh_plots: 0, bokeh_axes: 0, tables: 0};
+  const seen = {iframes: 0, svg_figures: 0, svg_texts: 0, bokeh_plots: 0, bokeh_axes: 0, tables: 0,
+                figure_cells: 0};
   const add = (check, where, detail) => findings.push({check, where, detail});
   const outputs = () => Array.from(document.querySelectorAll(".jp-OutputArea-output"));
   const clean = (s) => (s || "").replace(/\s+/g, " ").trim();
@@ -228,6 +229,25 @@
     }));
   }
 
+  // --- figure cells that showed nothing --------------------------------------------------------
+  // a cell tagged "figure" or calling show_figure must show an image, an SVG or a frame: a figure
+  // built but never displayed (a value that was not the cell's last expression) leaves no trace
+  const FIGURE_CALL = /\bshow_figure\s*\(/;
+  function checkFigureCells() {
+    document.querySelectorAll(".jp-CodeCell").forEach((cell) => {
+      const input = cell.querySelector(".jp-Cell-inputWrapper");
+      const code = input ? input.textContent : "";
+      const tagged = cell.classList.contains("celltag_figure");
+      if (!tagged && !FIGURE_CALL.test(code)) return;
+      seen.figure_cells += 1;
+      if (!cell.querySelector(".jp-OutputArea-output img, .jp-OutputArea-output svg, .jp-OutputArea-output iframe")) {
+        const line = clean(code.split("\n").find((l) => FIGURE_CALL.test(l)) || code).slice(0, 120);
+        add("missing figure", describe(cell), `${tagged ? "a cell tagged figure" : "a show_figure cell"} ` +
+            `rendered no image, SVG or frame: ${line}`);
+      }
+    });
+  }
+
   // --- noise, parameters, smoke banner ---------------------------------------------------------
   function checkNoise() {
     document.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"]').forEach((el) => {
@@ -288,6 +308,7 @@
         if (frame.contentWindow) checkBokeh(frame.contentWindow, `${describe(frame)} iframe ${i}`);
       });
       checkTables();
+      checkFigureCells();
       checkNoise();
       checkSmokeBanner();
     } catch (e) {

@@ -19,6 +19,9 @@ findings, each a ``check``, ``where`` (cell, element) and ``detail``:
 ``raw identifier``, ``bare index``, ``unit twice``
     snake_case names in table headers (outside a page's allowed words), rows numbered 0..n-1,
     two units in one header;
+``missing figure``
+    a code cell tagged ``figure`` or calling ``show_figure`` that rendered no image, SVG or
+    frame (a figure built but never displayed);
 ``log box``, ``duplicated parameters``, ``smoke banner``
     a warning, traceback or log line in an output, both papermill parameter cells shown, a
     smoke page not saying first that its numbers check the pipeline.
@@ -52,7 +55,8 @@ _RESULT = re.compile(r'<pre id="lisa-page-check">(.*?)</pre>', re.S)
 @dataclass
 class PageCheck:
     findings: list[dict]
-    #: how many iframes, SVG figures and their texts, bokeh plots and axes, tables it checked
+    #: how many iframes, SVG figures and their texts, bokeh plots and axes, tables and figure
+    #: cells it checked
     seen: dict = field(default_factory=dict)
     regions: dict = field(default_factory=dict)
     height: int = 0
