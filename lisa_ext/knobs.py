@@ -45,11 +45,16 @@ _PATH_RE = re.compile(r"^[A-Za-z0-9_./:,+@*?\[\]-]+\Z")
 _VALUE_MAX = 4096
 #: files whose value the kernel runs as a program, or that register one: a knob there would run
 #: a command as root on the target (Documentation/admin-guide/sysctl/kernel.rst: core_pattern
-#: "|program", modprobe, hotplug, poweroff_cmd, usermodehelper; binfmt_misc; uevent_helper)
+#: "|program", modprobe, hotplug, poweroff_cmd, usermodehelper; admin-guide/binfmt-misc.rst;
+#: uevent_helper; the usermode helpers drbd and nfsd take as module parameters)
 _EXECUTING_FILES = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sys/kernel/hotplug",
                     "/proc/sys/kernel/poweroff_cmd", "/proc/sys/kernel/usermodehelper/bset",
                     "/proc/sys/kernel/usermodehelper/inheritable", "/proc/sys/fs/binfmt_misc/register",
-                    "/sys/kernel/uevent_helper")
+                    "/sys/kernel/uevent_helper", "/sys/module/drbd/parameters/usermode_helper",
+                    "/sys/module/nfsd/parameters/cltrack_prog")
+#: the same, by file name wherever the file lives: a cgroup v1 hierarchy's ``release_agent``
+#: (Documentation/admin-guide/cgroup-v1/cgroups.rst) is in its root, whatever the mount point
+_EXECUTING_NAMES = ("release_agent",)
 #: under /proc, only sysctls and IRQ settings are knobs: /proc/<pid>/mem is another process's
 #: memory, /proc/sysrq-trigger crashes or reboots
 _PROC_KNOB = re.compile(r"/proc/(sys|irq)/")
@@ -68,13 +73,16 @@ class KnobRevertError(KnobError):
 
 def executing_file(path: str) -> bool:
     """Whether writing ``path``, or a file the glob ``path`` may match, makes the kernel run a
-    program or reach another process (see :data:`_EXECUTING_FILES`, :data:`_PROC_KNOB`)."""
+    program or reach another process (see :data:`_EXECUTING_FILES`, :data:`_EXECUTING_NAMES`,
+    :data:`_PROC_KNOB`)."""
     if path.startswith("/proc/") and not _PROC_KNOB.match(path):
         return True
     if path.startswith("/proc/sys/fs/binfmt_misc"):
         return True
     # fnmatch's * also matches '/': a glob is refused when it could reach such a file at all
-    return any(fnmatch.fnmatchcase(f, path) for f in _EXECUTING_FILES)
+    if any(fnmatch.fnmatchcase(f, path) for f in _EXECUTING_FILES):
+        return True
+    return any(fnmatch.fnmatchcase(name, path.rsplit("/", 1)[-1]) for name in _EXECUTING_NAMES)
 
 
 def knob_problem(path: Any, value: Any) -> str | None:
