@@ -42,7 +42,7 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from lisa_ext.trace.cluster import SERIAL, map_traces
+from lisa_ext.trace.cluster import SERIAL, local_cluster, map_traces
 from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult
 from lisa_ext.report.traces import collect_file
 
@@ -137,7 +137,7 @@ def main() -> int:
             args.trace = SMOKE_TRACE
     if not args.trace.is_file():
         sys.exit(f"{args.trace}: no such trace")
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     root = Path(tempfile.mkdtemp(prefix="lisa-ext-dask-bench-"))
     try:
@@ -155,13 +155,12 @@ def main() -> int:
         print(f"load average before: {os.getloadavg()[0]:.1f}")
         medians = {}
         for workers in sizes:
-            with LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
-                              dashboard_address=None) as cluster, Client(cluster) as client:
+            with local_cluster(workers) as cluster, Client(cluster) as client:
                 client.run(_own_cache, str(paths[0]), str(root / "cache"))
                 pids = set(client.run(os.getpid).values())
                 before = _cpu_seconds(pids)
                 medians[workers], times = _time(
-                    lambda: map_traces(task, paths, scheduler=cluster.scheduler_address),
+                    lambda: map_traces(task, paths, cluster=cluster),
                     args.repeat)
                 spent = [(b - a) / args.repeat for a, b in zip(before, _cpu_seconds(pids))]
             print(f"{workers} worker{'s' if workers > 1 else ''}: median {medians[workers]:.1f} s "

@@ -6,9 +6,19 @@ over trace paths either one after another in this process (the serial path)
 or as ``dask.distributed`` tasks:
 
 * on a local cluster of processes, one single-threaded worker per core
-  (``LocalCluster(processes=True, threads_per_worker=1)``), or
-* on an existing cluster given by its scheduler address (``tcp://HOST:PORT``),
-  whose workers read the traces from a path they all share with this machine.
+  (:func:`local_cluster`), or
+* on an existing cluster given by its scheduler address (``tls://HOST:PORT``,
+  or ``tcp://`` with a warning), whose workers read the traces from a path
+  they all share with this machine.
+
+A Dask scheduler runs whatever a connected client sends, on every worker, and
+the client unpickles what comes back: whoever can connect runs code as the
+user of the cluster. So the local cluster speaks TLS only, both ways
+authenticated by a key and certificate made in memory for this one cluster
+(``Security.temporary()``; the workers get them through the pipe that starts
+them), listens on 127.0.0.1 only and serves no dashboard or HTTP route. A
+remote ``tls://`` scheduler is reached with the certificates of Dask's
+configuration (docs/dask.md); a plain ``tcp://`` one gets a warning.
 
 Tasks carry only paths and a few options; each worker loads the trace itself
 (:func:`lisa_ext.trace.load_trace`, so its parquet cache too) and sends back
@@ -29,6 +39,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from typing import Callable, Sequence, TypeVar
 
@@ -41,6 +53,7 @@ __all__ = [
     "SERIAL",
     "add_scheduler_argument",
     "choose_scheduler",
+    "local_cluster",
     "map_traces",
 ]
 
@@ -55,6 +68,11 @@ LOCAL = "local"
 #: 0.5-1.1 s of the ~2.9 s a 1.24 M-event trace costs the first time (and
 #: nothing on a warm cache), so they pay back from ~20-40 runs.
 MIN_LOCAL_TASKS = 24
+#: the only interface the local cluster's scheduler, nannies and workers listen on
+LOOPBACK = "127.0.0.1"
+#: what Dask serves over HTTP on the scheduler and the workers even with no dashboard
+#: (cluster and task information, Prometheus metrics): nothing, for the local cluster
+_NO_HTTP_ROUTES = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
 
 T = TypeVar("T")
 
@@ -64,7 +82,7 @@ def add_scheduler_argument(parser) -> None:
     parser.add_argument(
         "--scheduler", metavar="ADDRESS",
         help=f"run the per-run trace work as Dask tasks on the cluster at ADDRESS "
-             f"(tcp://HOST:PORT; workers must see the campaign at the same path), "
+             f"(tls://HOST:PORT, see docs/dask.md; workers must see the campaign at the same path), "
              f"'{LOCAL}' for a local cluster of one process per core, or '{SERIAL}' for "
              f"this process only (default: ${SCHEDULER_ENV}, else serial below "
              f"{MIN_LOCAL_TASKS} traces and a local cluster from there)")
@@ -85,7 +103,7 @@ def choose_scheduler(scheduler: str | None, n_tasks: int) -> str:
     if "://" not in chosen:
         source = "--scheduler" if scheduler else f"${SCHEDULER_ENV}"
         raise UserError(f"{source}: expected a Dask scheduler address such as "
-                        f"tcp://HOST:8786, '{LOCAL}' or '{SERIAL}', not {chosen!r}")
+                        f"tls://HOST:8786, '{LOCAL}' or '{SERIAL}', not {chosen!r}")
     return chosen
 
 
@@ -100,46 +118,92 @@ def _on_worker(func: Callable[[str], T], path: str) -> T:
     return func(path)
 
 
-def _client(scheduler: str):
+@contextmanager
+def local_cluster(n_workers: int | None = None):
+    """A ``LocalCluster`` of ``n_workers`` (default: one per core) single-threaded worker
+    processes that only this process can use: TLS with a key and certificate made for it
+    (a peer without them cannot connect), on 127.0.0.1 only, no dashboard or HTTP route."""
     # deferred: dask.distributed costs ~1 s to import and the serial path never needs it
-    from distributed import Client, LocalCluster
+    import dask
+    from distributed import LocalCluster
+    from distributed.security import Security
 
-    if scheduler == LOCAL:
+    # the nannies copy the configuration into the workers they start
+    with dask.config.set(_NO_HTTP_ROUTES):
         # ERROR: the nanny's "still alive, killing" warnings at close are routine
         # (a worker holding LISA's frames takes a few seconds to exit)
-        cluster = LocalCluster(n_workers=os.cpu_count() or 1, processes=True,
-                               threads_per_worker=1, dashboard_address=None,
+        cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1, processes=True,
+                               threads_per_worker=1, host=LOOPBACK, protocol="tls://",
+                               security=Security.temporary(), dashboard_address=None,
+                               # with no address the scheduler's HTTP server takes port 8787
+                               scheduler_kwargs={"dashboard_address": f"{LOOPBACK}:0"},
                                silence_logs=logging.ERROR)
-        return Client(cluster), cluster
     try:
-        return Client(scheduler, timeout="20s"), None
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _remote_security(scheduler: str):
+    """Dask's configured TLS credentials for a ``tls://`` scheduler (None for another
+    protocol, after a warning for plain ``tcp://``)."""
+    from distributed.security import Security
+
+    if not scheduler.startswith("tls://"):
+        if scheduler.startswith("tcp://"):
+            print(f"lisa-ext: warning: Dask scheduler {scheduler} is plain TCP: whoever can reach it "
+                  f"runs code on its workers and feeds this process pickles (use tls://, see "
+                  f"docs/dask.md)", file=sys.stderr)
+        return None
+    security = Security()
+    missing = [name for name, value in (("ca-file", security.tls_ca_file),
+                                        ("client.cert", security.tls_client_cert))
+               if not value]
+    if missing:
+        raise UserError(f"Dask scheduler {scheduler}: no TLS {' or '.join(missing)} configured "
+                        f"(DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..._CLIENT__CERT, ..._CLIENT__KEY; "
+                        f"see docs/dask.md)")
+    return security
+
+
+@contextmanager
+def _client(scheduler: str, cluster=None):
+    from distributed import Client
+
+    if scheduler == LOCAL:
+        with nullcontext(cluster) if cluster is not None else local_cluster() as running, \
+                Client(running) as client:
+            yield client
+        return
+    security = _remote_security(scheduler)
+    try:
+        client = Client(scheduler, timeout="20s", security=security)
     except (OSError, TimeoutError) as exc:
         raise UserError(f"Dask scheduler {scheduler}: cannot connect ({exc})") from None
+    with client:
+        yield client
 
 
 def map_traces(func: Callable[[str], T], paths: Sequence[str | os.PathLike], *,
-               scheduler: str | None = None) -> list[T]:
+               scheduler: str | None = None, cluster=None) -> list[T]:
     """``[func(path) for path in paths]``, serial or as one Dask task per path.
 
     :param func: a picklable callable (a module-level function or a
         :func:`functools.partial` of one); it runs on the workers, so it must
         take a path and return something small.
     :param scheduler: as ``--scheduler`` (see :func:`choose_scheduler`).
+    :param cluster: a running :func:`local_cluster` to use instead (the benchmark
+        times several maps on one).
     :raises UserError: when the scheduler cannot be reached or a worker cannot
         see a path; an exception raised by ``func`` itself is raised here.
     """
-    chosen = choose_scheduler(scheduler, len(paths))
+    chosen = LOCAL if cluster is not None else choose_scheduler(scheduler, len(paths))
     if chosen == SERIAL or not paths:
         return [func(str(p)) for p in paths]
     paths = [os.path.abspath(p) for p in paths]  # workers do not share our cwd
-    client, cluster = _client(chosen)
-    try:
+    with _client(chosen, cluster) as client:
         futures = client.map(partial(_on_worker, func), paths, pure=False)
         try:
             return client.gather(futures)
         except FileNotFoundError as exc:
             raise UserError(str(exc)) from None
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
