@@ -285,7 +285,7 @@ def check_page_outputs(out_html: Path) -> None:
     """Refuse a page (and its executed notebook beside it) over anything but an earlier one:
     an HTML page nbconvert wrote, a notebook papermill executed (never a study's own)."""
     for path, sign in ((out_html, 'class="jp-Notebook'), (out_html.with_suffix(".ipynb"), '"papermill": {')):
-        if path.exists() and (path.is_dir() or sign not in path.read_text(encoding="utf-8", errors="replace")):
+        if os.path.exists(path) and (path.is_dir() or sign not in path.read_text(encoding="utf-8", errors="replace")):
             raise UserError(f"{path}: exists and is not a page or notebook lisa-ext wrote; "
                             "it is not overwritten: choose another -o")
 
