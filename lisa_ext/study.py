@@ -386,7 +386,13 @@ def _run(args: argparse.Namespace) -> int:
     data = Path(args.data).resolve() if args.data else study.default_data(args.smoke)
     name = f"{study.name}-smoke" if args.smoke else study.name
     out = Path(args.out).resolve() if args.out else output_dir() / "out" / f"{name}.html"
-    html = run_study(study, data, out, run=not args.no_run, progress=not args.no_progress,
+    if args.fresh:
+        check_page_outputs(out)  # before the earlier runs go
+        spec = load_spec(study.spec, smoke=args.smoke, target=args.target, board_timing=args.board_timing,
+                         board_clock=args.board_clock)
+        # run_campaign removes only a campaign directory lisa-ext made; the page renders from the new runs
+        print(run_campaign(spec, data, fresh=True, progress=not args.no_progress).line())
+    html = run_study(study, data, out, run=not (args.no_run or args.fresh), progress=not args.no_progress,
                      smoke=args.smoke, target=args.target, board_timing=args.board_timing,
                      board_clock=args.board_clock)
     print(f"{study.name} page: {html.resolve()}")
@@ -429,8 +435,12 @@ def register(subparsers) -> None:
     run.add_argument("name", metavar="NAME", help="study name, e.g. wq-affinity (see: lisa-ext study list)")
     run.add_argument("--data", metavar="DIR", help="campaign directory (default: data/<name>)")
     run.add_argument("-o", "--out", metavar="HTML", help="output page (default: out/<name>.html)")
-    run.add_argument("--no-run", action="store_true",
-                     help="do not run anything: render the notebook from the collected runs")
+    collected = run.add_mutually_exclusive_group()
+    collected.add_argument("--no-run", action="store_true",
+                           help="do not run anything: render the notebook from the collected runs")
+    collected.add_argument("--fresh", action="store_true",
+                           help="discard the study's earlier runs (its campaign directory, when lisa-ext "
+                                "made it) and run the campaign from the start")
     run.add_argument("--smoke", action="store_true",
                      help="the spec's smoke: size (shortest runs that fill every table cell), "
                           "into data/<name>-smoke and out/<name>-smoke.html")
