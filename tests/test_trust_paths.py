@@ -19,6 +19,7 @@ from lisa_ext.campaign.runner import CampaignRunner
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CAMPAIGN_MARKER, CampaignStore
 from lisa_ext.cli import main
+from lisa_ext.errors import UserError
 from lisa_ext.report.build import REPORT_MARKER
 from lisa_ext.study import check_page_outputs, execute_notebook
 
@@ -187,12 +188,18 @@ def test_fresh_removes_the_campaign_directories_lisa_ext_made(tmp_path):
     assert not old.exists()
 
 
-def test_the_store_marks_only_directories_it_makes(tmp_path):
-    mine = _foreign(tmp_path / "mine")
-    CampaignStore(mine).write_spec_copy("name: x\n")
-    assert not (mine / CAMPAIGN_MARKER).exists()
+def test_the_store_marks_only_directories_it_makes(tmp_path, campaign):
     CampaignStore(tmp_path / "new").write_spec_copy("name: x\n")
     assert (tmp_path / "new" / CAMPAIGN_MARKER).is_file()
+    # a campaign from before the marker is resumed as it is, and stays recognised by its files
+    CampaignStore(campaign).write_spec_copy((campaign / "campaign.yml").read_text())
+    assert not (campaign / CAMPAIGN_MARKER).exists()
+    # a campaign run into the user's own directory would write among their files
+    mine = _foreign(tmp_path / "mine")
+    before = _snapshot(mine)
+    with pytest.raises(UserError, match=f"^{mine}: is not empty and holds no campaign"):
+        CampaignRunner(load_spec(REPO / "notebooks" / "quickstart.yml"), mine)._open_store()
+    assert _snapshot(mine) == before
 
 
 # -- quickstart / study run -o PAGE ------------------------------------------------------------

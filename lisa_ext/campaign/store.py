@@ -446,8 +446,13 @@ class CampaignStore:
             shutil.rmtree(self.root)
 
     def _make_root(self) -> None:
-        """Create the directory; when it is new (or empty) mark it as the store's."""
+        """Create the directory; when it is new (or empty) mark it as the store's. A directory
+        holding something other than a campaign is refused: the spec copy and the runs would
+        be written among the user's files."""
         if self.root.is_dir() and any(self.root.iterdir()):
+            if not self.exists():
+                raise UserError(f"{self.root}: is not empty and holds no campaign; run the campaign "
+                                "into a new directory")
             return
         self.root.mkdir(parents=True, exist_ok=True)
         _write_bytes(self.root / CAMPAIGN_MARKER,
