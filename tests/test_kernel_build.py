@@ -126,7 +126,7 @@ def test_status_says_which_variants_share_the_baseline_build(baseline, tmp_path)
     spec.write_text(f"name: unseen\nbase: debian\npatches: [{patch}]\nconfigs: [{REPO}/kernels/configs/vboard.config]\n")
     r = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "kernel", "status", str(spec)],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert r.returncode == 1 and r.stdout.split()[:2] == ["unseen", "not"], r.stdout + r.stderr
+    assert r.returncode == 1 and r.stdout.split()[:3] == ["unseen", f"({spec})", "not"], r.stdout + r.stderr
     assert f"lisa-ext kernel build {spec}" in r.stdout
 
 

@@ -74,6 +74,12 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _label(variant: str, spec_path: Path) -> str:
+    """A row of ``kernel status``: the variant and its spec file, since variants of different
+    studies share names (every study has a ``baseline``)."""
+    return f"{variant} ({shown_path(spec_path)})"
+
+
 def _variant_specs(path: str) -> list[tuple[str, Path]]:
     """(label, kernel variant spec) of a campaign spec's variants, or of one kernel variant spec."""
     doc = load_yaml(Path(path), "spec")
@@ -82,12 +88,13 @@ def _variant_specs(path: str) -> list[tuple[str, Path]]:
         from lisa_ext.campaign.spec import load_spec as load_campaign
 
         campaign = load_campaign(path)
-        found = [(f"{campaign.name}/{v.name}", v.kernel) for v in campaign.variants if v.kernel is not None]
+        found = [(_label(f"{campaign.name}/{v.name}", v.kernel), v.kernel)
+                 for v in campaign.variants if v.kernel is not None]
         if not found:
             print(f"{path}: no variant names a kernel: the campaign runs on the target's own kernel "
                   "(knobs only), nothing to build")
         return found
-    return [(load_spec(path).name, Path(path))]
+    return [(_label(load_spec(path).name, Path(path)), Path(path))]
 
 
 def _status(args: argparse.Namespace) -> int:
