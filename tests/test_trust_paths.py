@@ -223,6 +223,26 @@ def test_page_out_replaces_an_earlier_page(tmp_path):
     check_page_outputs(page)  # what quickstart and study run ask before writing over it
 
 
+# -- compare -o FILE -------------------------------------------------------------------------
+
+def test_compare_out_overwrites_only_its_own_table(capsys, tmp_path):
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text("campaign,variant,workload,metric,unit,lower_is_better,iteration,value\n" + "".join(
+        f"c,{v},w,lat,us,True,{i},{10 + i + (v == 'b')}\n" for v in "ab" for i in range(3)))
+    before = metrics.read_bytes()
+    _refused(capsys, ["compare", str(metrics), "--baseline", "a", "-o", str(metrics)], metrics)
+    assert metrics.read_bytes() == before
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    _refused(capsys, ["compare", str(metrics), "--baseline", "a", "-o", str(notes)], notes)
+    assert notes.read_text() == "my notes\n"
+    table = tmp_path / "table.txt"
+    assert main(["compare", str(metrics), "--baseline", "a", "-o", str(table)]) == 0
+    first = table.read_bytes()
+    assert main(["compare", str(metrics), "--baseline", "a", "-o", str(table)]) == 0
+    assert table.read_bytes() == first
+
+
 # -- trace convert / export / shrink -o -------------------------------------------------------
 
 def test_trace_convert_refuses_a_run_directory(capsys, campaign):

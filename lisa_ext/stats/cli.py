@@ -51,6 +51,11 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _first_line(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.readline(4096)
+
+
 def run(args: argparse.Namespace) -> int:
     metrics = read_metrics(args.metrics)
     if args.workload:
@@ -69,7 +74,14 @@ def run(args: argparse.Namespace) -> int:
     text = render(with_verdicts(table, args.confidence) if args.format.startswith("cover") else table,
                   args.format)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        out = Path(args.out)
+        # written over only when it holds a table of this comparison (the same first line): never
+        # the metrics table read, nor any other file
+        if out.exists() and (out.is_dir() or out.samefile(args.metrics) or
+                             _first_line(out) != (text.splitlines(keepends=True) or [""])[0]):
+            raise UserError(f"{out}: exists and is not a table of this comparison; it is not overwritten: "
+                            "choose another -o")
+        out.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
     return 0
