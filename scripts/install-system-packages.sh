@@ -19,17 +19,47 @@ PACKAGES=(
     gcc-aarch64-linux-gnu qemu-system-arm
     # the SoCs' device trees (the arm64 board's tables, read by tests that build no arm64 kernel)
     device-tree-compiler
+    # the board's virtual-clock QEMU, built from Debian's qemu source package (lisa_ext/vboard/qemu_build.py)
+    dpkg-dev patch meson ninja-build libglib2.0-dev libpixman-1-dev libslirp-dev libfdt-dev zlib1g-dev
     # Android targets (implemented, untested here)
     adb fastboot mkbootimg
     # headless browser: the JupyterLab test checks that exported bokeh pages draw
     chromium
 )
+# `apt-get source qemu` (the virtual-clock QEMU) needs deb-src entries for the suites the binaries
+# come from; added once, beside the system's own list
+DEB_SRC=/etc/apt/sources.list.d/lisa-ext-deb-src.sources
+deb_src_added=0
+if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "no deb-src entry in /etc/apt: run this script as root to add $DEB_SRC" >&2
+    else
+        cat > "$DEB_SRC" <<'EOF_SOURCES'
+# added by lisa-ext's scripts/install-system-packages.sh: lisa_ext/vboard/qemu_build.py builds the
+# board's virtual-clock QEMU from Debian's qemu source package
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF_SOURCES
+        deb_src_added=1
+    fi
+fi
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
+    [ "$deb_src_added" -eq 0 ] || apt-get update -qq
     echo "system packages: all ${#PACKAGES[@]} present"
     exit 0
 fi

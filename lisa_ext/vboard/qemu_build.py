@@ -1,0 +1,194 @@
+"""Build the board's QEMU with a virtual clock per vCPU (``-icount ...,percpu=on``).
+
+Stock QEMU's instruction counting (``-icount shift=0``) gives the board a clock
+of its own, but one instruction counter for the whole machine: the single TCG
+thread runs the vCPUs in turn and adds every vCPU's instructions to it, so a
+board with N busy CPUs gives each 1/N of its guest time. The patch in
+``qemu_patches/`` gives each vCPU its own instruction clock (the machine's clock
+is the slowest busy one's, a vCPU runs at most one quantum ahead of it), so
+virtual time advances as if the vCPUs ran in parallel; docs/vboard.md, "The
+virtual clock", says why and what it makes exact.
+
+:func:`virtual_clock_qemu` returns the patched ``qemu-system-x86_64`` or
+``qemu-system-aarch64``, building both once into ``$LISA_EXT_CACHE/qemu/<key>/``
+(key: the patches and the Debian source version) from Debian's QEMU source
+package, the version of the installed ``qemu-system-x86``, with its patches
+applied, then ours; only the two system emulators, with what the board does not
+use left out. Firmware comes from the Debian packages' directories.
+:func:`icount_args` are the arguments that switch the clock on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from lisa_ext.errors import UserError
+from lisa_ext.workbench import cache_root
+
+__all__ = ["BUILD_PACKAGES", "QUANTUM_NS", "build_dependencies_missing", "build_key", "debian_source_version",
+           "icount_args", "patches", "virtual_clock_qemu"]
+
+PATCH_DIR = Path(__file__).with_name("qemu_patches")
+#: how far (guest ns) a vCPU may run ahead of the slowest busy one: docs/vboard.md says why 100 us
+QUANTUM_NS = 100_000
+#: the Debian binary package whose source version is built
+_REFERENCE_PACKAGE = "qemu-system-x86"
+#: board architecture -> (meson target, the binary it builds); lisa_ext.vboard.qemu, which runs these
+#: binaries, imports this module, so the names are not taken from it
+_TARGETS = {"x86_64": ("x86_64-softmmu", "qemu-system-x86_64"),
+            "arm64": ("aarch64-softmmu", "qemu-system-aarch64")}
+#: where Debian's qemu-system-data, seabios and ipxe-qemu put the firmware the board loads
+_FIRMWARE_PATH = "/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu"
+#: only what the board uses: TCG, user networking (slirp), libfdt (arm64 device trees)
+_CONFIGURE_ARGS = (
+    f"--target-list={','.join(target for target, _ in _TARGETS.values())}",
+    "--without-default-features", "--enable-tcg", "--enable-slirp", "--enable-fdt=system",
+    "--disable-docs", "--disable-tools", "--disable-debug-info", "--disable-werror", "--audio-drv-list=",
+    f"--firmwarepath={_FIRMWARE_PATH}",
+)
+#: what the build needs besides apt-get (scripts/install-system-packages.sh installs them)
+BUILD_PACKAGES = ("build-essential", "dpkg-dev", "libfdt-dev", "libglib2.0-dev", "libpixman-1-dev",
+                  "libslirp-dev", "meson", "ninja-build", "patch", "pkg-config", "zlib1g-dev")
+
+
+def icount_args() -> list[str]:
+    """The arguments that give the patched binary its per-vCPU virtual clock: one instruction
+    per guest ns (shift=0), no sleeping in host time when every vCPU idles (the clock jumps to
+    the next timer), and the RTC on that clock too."""
+    return ["-icount", f"shift=0,sleep=off,align=off,percpu=on,quantum={QUANTUM_NS}", "-rtc", "clock=vm"]
+
+
+def patches() -> list[Path]:
+    """Our patches to Debian's QEMU source, in the order they apply."""
+    return sorted(PATCH_DIR.glob("*.patch"))
+
+
+def debian_source_version() -> str:
+    """The Debian source version of the installed QEMU (what is built, so the patched binary
+    matches the stock one it stands in for)."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${source:Version}", _REFERENCE_PACKAGE],
+                             capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise UserError("dpkg-query not found: the patched QEMU is built from a Debian source package") from None
+    if out.returncode != 0 or not out.stdout.strip():
+        raise UserError(f"{_REFERENCE_PACKAGE} is not installed (run: bash scripts/install-system-packages.sh)")
+    return out.stdout.strip()
+
+
+def build_key(version: str) -> str:
+    """What the built binaries depend on: the source version, our patches, the configure flags."""
+    h = hashlib.sha256(f"qemu {version}\n{' '.join(_CONFIGURE_ARGS)}\n".encode())
+    for patch in patches():
+        h.update(f"patch {patch.name}\n".encode())
+        h.update(patch.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_dependencies_missing() -> list[str]:
+    """The Debian packages the build needs that are not installed (empty when it can run)."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev}\n", *BUILD_PACKAGES],
+                             capture_output=True, text=True, timeout=30).stdout
+    except FileNotFoundError:
+        return list(BUILD_PACKAGES)
+    installed = {line.split()[0] for line in out.splitlines() if line.split()[1:2] == ["ii"]}
+    return [pkg for pkg in BUILD_PACKAGES if pkg not in installed]
+
+
+def virtual_clock_qemu(arch: str) -> Path:
+    """The patched ``qemu-system-*`` of board architecture ``arch`` ("x86_64" or "arm64"), built
+    once (both architectures together) into the cache; other processes wait for a running build."""
+    if arch not in _TARGETS:
+        raise UserError(f"board architecture {arch!r}: expected one of {', '.join(_TARGETS)}")
+    version = debian_source_version()
+    root = cache_root() / "qemu" / build_key(version)
+    binary = root / "bin" / _TARGETS[arch][1]
+    if binary.is_file():
+        return binary
+    with _locked(root):
+        if not binary.is_file():
+            _build(version, root)
+    return binary
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build(version: str, root: Path) -> None:
+    missing = build_dependencies_missing()
+    if missing:
+        raise UserError(f"building the virtual-clock QEMU needs: {' '.join(missing)} "
+                        "(run: bash scripts/install-system-packages.sh)")
+    root.mkdir(parents=True, exist_ok=True)
+    log_path = root / "build.log"
+    started, load = time.monotonic(), os.getloadavg()[0]
+    # the source and build trees are scratch (about 1 GB): only the binaries are kept
+    for stale in root.glob("src-*"):  # an interrupted build's scratch tree
+        shutil.rmtree(stale, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="src-", dir=root) as scratch, open(log_path, "w") as log:
+        src = _fetch_source(version, Path(scratch), log, log_path)
+        for patch in patches():
+            _run(["patch", "-p1", "--forward", "--batch", "-i", str(patch)], src, log, log_path,
+                 f"applying {patch.name}")
+        build = src / "build-lisa-ext"
+        build.mkdir()
+        env = dict(os.environ)
+        configure = [str(src / "configure"), *_CONFIGURE_ARGS]
+        if shutil.which("ccache"):
+            env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
+            configure.append("--cc=ccache cc")
+        _run(configure, build, log, log_path, "configure", env)
+        jobs = str(max(1, os.cpu_count() or 1))
+        _run(["nice", "-n", "5", "ninja", "-j", jobs, *(name for _, name in _TARGETS.values())], build, log, log_path,
+             "ninja", env)
+        staging = root / "bin.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for _, name in _TARGETS.values():
+            shutil.copy2(build / name, staging / name)
+        (root / "build.json").write_text(json.dumps({
+            "debian_source_version": version, "patches": [p.name for p in patches()],
+            "configure": list(_CONFIGURE_ARGS), "seconds": round(time.monotonic() - started, 1),
+            "load_at_start": round(load, 2), "cpus": os.cpu_count()}, indent=1) + "\n")
+        staging.rename(root / "bin")
+
+
+def _fetch_source(version: str, into: Path, log, log_path: Path) -> Path:
+    """Debian's QEMU source package at ``version``, unpacked with Debian's patches applied."""
+    _run(["apt-get", "source", "--only-source", f"qemu={version}"], into, log, log_path,
+         "apt-get source (needs a deb-src entry: bash scripts/install-system-packages.sh)")
+    trees = [p for p in into.iterdir() if p.is_dir() and p.name.startswith("qemu-")]
+    if len(trees) != 1:
+        raise UserError(f"apt-get source qemu={version} unpacked no single source tree; see {log_path}")
+    return trees[0]
+
+
+def _run(cmd: list[str], cwd: Path, log, log_path: Path, step: str, env: dict[str, str] | None = None) -> None:
+    log.write(f"\n$ {' '.join(cmd)}\n")
+    log.flush()
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    except FileNotFoundError:
+        raise UserError(f"building the virtual-clock QEMU needs {cmd[0]} "
+                        "(run: bash scripts/install-system-packages.sh)") from None
+    if proc.returncode != 0:
+        raise UserError(f"building the virtual-clock QEMU failed at {step}; see {log_path}")

@@ -1,0 +1,265 @@
+"""The virtual-clock QEMU (lisa_ext.vboard.qemu_build): built from Debian's QEMU source with the
+project's patch, it reports its per-vCPU clock switch, and busy vCPUs each run at the full
+instruction rate in guest time instead of sharing one counter.
+
+The speed check boots a bare-metal probe on the arm64 ``virt`` machine (no kernel, no rootfs):
+every vCPU runs the same 20 M-instruction busy loop and times it with the generic timer, which
+runs on QEMU_CLOCK_VIRTUAL; like an OS tick, each vCPU keeps a (masked) timer deadline 1 ms
+ahead, so the single TCG thread switches between the vCPUs as it does under a kernel. With one
+shared instruction counter each vCPU's loop takes N times longer with N vCPUs busy (checked on
+Debian's stock binary, so the probe can tell); with per-vCPU clocks it takes 20 ms whatever N.
+The first run builds QEMU (tens of minutes); later runs take it from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lisa_ext.errors import UserError
+from lisa_ext.vboard import qemu_build
+
+#: instructions each vCPU's busy loop runs, and so its guest time at 1 ns per instruction
+PROBE_NS = 20_000_000
+
+PROBE_SOURCE = r"""
+// Every vCPU runs the same busy loop and times it with the generic timer; CPU 0 starts
+// the others (PSCI CPU_ON until it fails), waits for them, prints "cpus N freq F" and
+// "cpu I ticks T" (hex) on the PL011 and powers the machine off (PSCI SYSTEM_OFF).
+        .equ UART, 0x09000000
+        .equ CHUNKS, 200                    // of 100k instructions
+        .equ CHUNK_ITERATIONS, 49996        // 2 instructions each, + 7 per chunk
+        .equ TIMER_TICKS, 62500             // 1 ms at 62.5 MHz
+        .global _start
+_start:
+        mrs     x19, mpidr_el1
+        and     x19, x19, #0xff
+        cbnz    x19, work
+        mov     x20, #1
+start_next:
+        cmp     x20, #8
+        b.ge    started
+        ldr     x0, =0xc4000003
+        mov     x1, x20
+        adr     x2, _start
+        mov     x3, #0
+        hvc     #0
+        cbnz    x0, started
+        add     x20, x20, #1
+        b       start_next
+started:
+        adr     x0, ncpus
+        str     x20, [x0]
+work:
+        isb
+        mrs     x21, cntvct_el0
+        mov     x25, #CHUNKS
+chunk:  ldr     x0, =TIMER_TICKS            // a timer deadline ahead, as an OS tick
+        msr     cntv_tval_el0, x0
+        mov     x0, #3                      // enabled, masked: no interrupt
+        msr     cntv_ctl_el0, x0
+        ldr     x22, =CHUNK_ITERATIONS
+loop:   subs    x22, x22, #1
+        b.ne    loop
+        subs    x25, x25, #1
+        b.ne    chunk
+        isb
+        mrs     x23, cntvct_el0
+        sub     x23, x23, x21
+        adr     x0, ticks
+        str     x23, [x0, x19, lsl #3]
+        dmb     sy
+        adr     x0, done
+        mov     x1, #1
+        str     x1, [x0, x19, lsl #3]
+        dmb     sy
+        cbnz    x19, park
+        adr     x0, ncpus
+        ldr     x20, [x0]
+        mov     x24, #0
+wait:   cmp     x24, x20
+        b.ge    report
+        adr     x0, done
+        ldr     x1, [x0, x24, lsl #3]
+        cbz     x1, wait
+        add     x24, x24, #1
+        b       wait
+report:
+        adr     x0, s_cpus
+        bl      puts
+        mov     x0, x20
+        bl      puthex
+        adr     x0, s_freq
+        bl      puts
+        mrs     x0, cntfrq_el0
+        bl      puthex
+        mov     x24, #0
+each:   cmp     x24, x20
+        b.ge    off
+        adr     x0, s_cpu
+        bl      puts
+        mov     x0, x24
+        bl      puthex
+        adr     x0, s_ticks
+        bl      puts
+        adr     x0, ticks
+        ldr     x0, [x0, x24, lsl #3]
+        bl      puthex
+        add     x24, x24, #1
+        b       each
+off:    adr     x0, s_nl
+        bl      puts
+        ldr     x0, =0x84000008
+        hvc     #0
+park:   wfi
+        b       park
+
+puts:   ldr     x2, =UART
+1:      ldrb    w1, [x0], #1
+        cbz     w1, 2f
+        str     w1, [x2]
+        b       1b
+2:      ret
+
+puthex: ldr     x2, =UART
+        mov     x3, #60
+1:      lsr     x1, x0, x3
+        and     x1, x1, #0xf
+        cmp     x1, #10
+        add     x4, x1, #'0'
+        add     x5, x1, #('a' - 10)
+        csel    x1, x4, x5, lt
+        str     w1, [x2]
+        subs    x3, x3, #4
+        b.ge    1b
+        ret
+
+        .align 3
+ncpus:  .quad 1
+ticks:  .fill 8, 8, 0
+done:   .fill 8, 8, 0
+s_cpus: .asciz "\ncpus "
+s_freq: .asciz " freq "
+s_cpu:  .asciz "\ncpu "
+s_ticks: .asciz " ticks "
+s_nl:   .asciz "\nend\n"
+"""
+
+
+def test_unknown_architecture_is_one_line():
+    with pytest.raises(UserError, match=r"^board architecture 'riscv': expected one of x86_64, arm64$"):
+        qemu_build.virtual_clock_qemu("riscv")
+
+
+def test_missing_build_dependency_is_one_line_and_builds_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path))
+    monkeypatch.setattr(qemu_build, "BUILD_PACKAGES", (*qemu_build.BUILD_PACKAGES, "lisa-ext-no-such-package"))
+    with pytest.raises(UserError) as raised:
+        qemu_build.virtual_clock_qemu("x86_64")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("building the virtual-clock QEMU needs: lisa-ext-no-such-package ")
+    assert "scripts/install-system-packages.sh" in message
+    assert not list((tmp_path / "qemu").glob("*/bin"))
+
+
+def test_the_build_key_follows_the_patch_and_the_source_version(monkeypatch, tmp_path):
+    key = qemu_build.build_key("1:7.2+dfsg-7+deb12u18")
+    assert key != qemu_build.build_key("1:7.2+dfsg-7+deb12u19")
+    patch = tmp_path / "0001-x.patch"
+    patch.write_bytes(qemu_build.patches()[0].read_bytes() + b"\n")
+    monkeypatch.setattr(qemu_build, "patches", lambda: [patch])
+    assert qemu_build.build_key("1:7.2+dfsg-7+deb12u18") != key
+
+
+def test_icount_args_select_the_per_vcpu_clock():
+    args = qemu_build.icount_args()
+    icount = dict(item.split("=") for item in args[args.index("-icount") + 1].split(","))
+    assert icount == {"shift": "0", "sleep": "off", "align": "off", "percpu": "on",
+                      "quantum": str(qemu_build.QUANTUM_NS)}
+    assert args[args.index("-rtc") + 1] == "clock=vm"
+
+
+def _require_build() -> None:
+    missing = qemu_build.build_dependencies_missing()
+    if missing:
+        pytest.skip(f"missing build dependencies: {' '.join(missing)}")
+
+
+@pytest.fixture(scope="module")
+def patched() -> dict[str, Path]:
+    _require_build()
+    return {arch: qemu_build.virtual_clock_qemu(arch) for arch in ("x86_64", "arm64")}
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory) -> Path:
+    if shutil.which("aarch64-linux-gnu-as") is None or shutil.which("aarch64-linux-gnu-ld") is None:
+        pytest.skip("needs binutils-aarch64-linux-gnu (gcc-aarch64-linux-gnu)")
+    work = tmp_path_factory.mktemp("probe")
+    (work / "probe.S").write_text(PROBE_SOURCE)
+    subprocess.run(["aarch64-linux-gnu-as", "-o", "probe.o", "probe.S"], cwd=work, check=True)
+    subprocess.run(["aarch64-linux-gnu-ld", "-Ttext=0x40200000", "-o", "probe.elf", "probe.o"], cwd=work,
+                   check=True)
+    return work / "probe.elf"
+
+
+def _icount_parameters(binary: Path | str) -> set[str]:
+    """The -icount suboptions the binary declares (QMP query-command-line-options)."""
+    requests = [{"execute": "qmp_capabilities"},
+                {"execute": "query-command-line-options", "arguments": {"option": "icount"}},
+                {"execute": "quit"}]
+    proc = subprocess.run([str(binary), "-machine", "none", "-nodefaults", "-no-user-config", "-display", "none",
+                           "-qmp", "stdio"], input="".join(json.dumps(r) + "\n" for r in requests),
+                          capture_output=True, text=True, timeout=60)
+    for line in proc.stdout.splitlines():
+        reply = json.loads(line)
+        if isinstance(reply.get("return"), list) and reply["return"]:
+            return {parameter["name"] for parameter in reply["return"][0]["parameters"]}
+    raise AssertionError(f"{binary}: no icount options in {proc.stdout!r} {proc.stderr!r}")
+
+
+def _busy_ns(binary: Path | str, probe: Path, cpus: int, icount: list[str]) -> list[float]:
+    """Guest ns each vCPU took for the probe's busy loop."""
+    proc = subprocess.run([str(binary), "-machine", "virt,gic-version=3", "-cpu", "cortex-a53", "-smp", str(cpus),
+                           "-m", "128", "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
+                           "-accel", "tcg,thread=single", *icount, "-kernel", str(probe)],
+                          capture_output=True, text=True, timeout=300)
+    header = re.search(r"cpus ([0-9a-f]{16}) freq ([0-9a-f]{16})", proc.stdout)
+    assert header and "end" in proc.stdout, f"probe output: {proc.stdout!r} {proc.stderr!r}"
+    assert int(header[1], 16) == cpus
+    freq = int(header[2], 16)
+    return [int(ticks, 16) * 1e9 / freq for ticks in re.findall(r"ticks ([0-9a-f]{16})", proc.stdout)]
+
+
+@pytest.mark.vboard
+def test_patched_binaries_report_the_per_vcpu_clock(patched):
+    for binary in patched.values():
+        assert {"shift", "sleep", "percpu", "quantum"} <= _icount_parameters(binary)
+
+
+@pytest.mark.vboard
+def test_busy_vcpus_each_run_at_full_speed(patched, probe):
+    alone = _busy_ns(patched["arm64"], probe, 1, qemu_build.icount_args())
+    assert alone[0] == pytest.approx(PROBE_NS, rel=0.01)
+    for cpus in (2, 4):
+        each = _busy_ns(patched["arm64"], probe, cpus, qemu_build.icount_args())
+        assert len(each) == cpus
+        assert each == pytest.approx([alone[0]] * cpus, rel=0.01), f"{cpus} busy vCPUs: {each}"
+
+
+@pytest.mark.vboard
+def test_stock_icount_shares_one_counter_between_busy_vcpus(probe):
+    """What the patch changes: Debian's binary, same clock but no percpu, 4 busy vCPUs."""
+    if shutil.which("qemu-system-aarch64") is None:
+        pytest.skip("needs qemu-system-aarch64 (qemu-system-arm)")
+    stock = ["-icount", "shift=0,sleep=off,align=off", "-rtc", "clock=vm"]
+    assert "percpu" not in _icount_parameters("qemu-system-aarch64")
+    alone = _busy_ns("qemu-system-aarch64", probe, 1, stock)
+    each = _busy_ns("qemu-system-aarch64", probe, 4, stock)
+    assert min(each) > 3 * alone[0], each
