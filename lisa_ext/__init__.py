@@ -10,7 +10,7 @@ that do not import each other)::
 
     cli                  # lisa_ext.cli and every lisa_ext.<package>.cli: the commands
     quickstart           # the quickstart study
-    study                # running a study: campaign + report + notebook
+    study | bisect       # running a study: campaign + report + notebook; bisecting a patch series
     studies              # per study: our numbers in its RFC's table shapes, its mechanism
     report               # tables, figures, explorer of a campaign
     stats                # comparisons of variants in a metrics table

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kernel": ("lisa_ext.kernel.cli", "check and build kernel variants"),
     "vboard": ("lisa_ext.vboard.cli", "manage the QEMU virtual board"),
     "target": ("lisa_ext.target.cli", "check target configs and pin SSH host keys"),
+    "bisect": ("lisa_ext.bisect.cli", "find the patch of a series that changed a metric"),
 }
 
 

@@ -70,7 +70,7 @@ def test_every_board_variant_starts_with_every_board_support_patch():
     board_patches = sorted((KERNELS / "patches/board").glob("*.patch"))
     assert len(board_patches) == 2
     variants = sorted(KERNELS.glob("*/*.yml"))
-    assert len(variants) == 13
+    assert len(variants) == 15
     for path in variants:
         for arch in load_spec(path).arches:
             spec = load_spec(path, arch=arch)
