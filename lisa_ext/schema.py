@@ -289,6 +289,24 @@ def _line(mark: Any) -> str:
     return f"line {mark.line + 1}" if mark is not None else "(yaml)"
 
 
+def _plain_keys(path: str | os.PathLike, doc: Any) -> Any:
+    """``doc``, once every mapping key is text, a number, a boolean or null: a list, mapping or
+    date as a key (``? [a, b]``, ``2024-01-01:``) names nothing a file of ours has, and no
+    caller could copy it into plain data."""
+    stack = [doc]
+    while stack:  # the values are bounded, aliases expanded (MAX_YAML_VALUES)
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if not isinstance(key, (str, int, float, type(None))):
+                    raise SpecError(path, show(key) + _where(node, key),
+                                    "a list, mapping or date as a key; a key is text or a number (quote it)")
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return doc
+
+
 def load_yaml(path: str | os.PathLike, what: str) -> Any:
     """Parse a YAML file keeping line numbers, within the bounds of the module docstring;
     a missing, oversized, non-UTF-8, unparsable, too deep or too large file is a SpecError."""
@@ -298,7 +316,7 @@ def load_yaml(path: str | os.PathLike, what: str) -> Any:
     yaml = YAML(typ="rt")
     yaml.Scanner, yaml.Parser = _BoundedScanner, _BoundedParser
     try:
-        return yaml.load(text)
+        return _plain_keys(path, yaml.load(text))
     except _Refused as exc:
         raise SpecError(path, _line(exc.mark), exc.problem.replace("{what}", what)) from None
     except MarkedYAMLError as exc:

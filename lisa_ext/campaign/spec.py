@@ -296,8 +296,10 @@ def _apply_smoke(path: Path, doc: dict) -> dict:
     if "iterations" in smoke:
         doc["iterations"] = smoke["iterations"]
         trace = doc.get("trace")
-        if isinstance(trace, dict) and "iterations" in trace:
-            doc["trace"] = dict(trace, iterations=[i for i in trace["iterations"] if i < smoke["iterations"]])
+        if isinstance(trace, dict) and isinstance(trace.get("iterations"), list):
+            # only numbers past the smoke run go: anything else is for the trace check to name
+            doc["trace"] = dict(trace, iterations=[i for i in trace["iterations"]
+                                                   if not isinstance(i, int) or i < smoke["iterations"]])
     overrides = smoke.get("workloads") or {}
     names = [w.get("name") for w in doc.get("workloads") or [] if isinstance(w, dict)]
     for name, options in overrides.items():
@@ -306,8 +308,9 @@ def _apply_smoke(path: Path, doc: dict) -> dict:
                             f"allowed: {', '.join(map(str, names))}")
         if not isinstance(options, dict):
             raise SpecError(path, f"smoke.workloads.{name}", "expected a mapping of options")
-    doc["workloads"] = [dict(w, **overrides.get(w.get("name"), {})) if isinstance(w, dict) else w
-                        for w in doc.get("workloads") or []]
+    # a name that is not text is for the workload check to name
+    doc["workloads"] = [{**w, **overrides.get(w.get("name"), {})} if isinstance(w, dict)
+                        and isinstance(w.get("name"), str) else w for w in doc.get("workloads") or []]
     return doc
 
 
