@@ -22,6 +22,7 @@ YAML line when known) or the line or byte offset, and what is allowed there.
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import os
 import re
@@ -33,6 +34,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, ScalarEvent
 from ruamel.yaml.parser import RoundTripParser
+from ruamel.yaml.scalarbool import ScalarBoolean
 from ruamel.yaml.scanner import RoundTripScanner
 
 from lisa_ext.errors import SpecError
@@ -92,6 +94,8 @@ def in_bounds(value: Any, low: float, high: float) -> bool:
 
 def show(value: Any, limit: int = 40) -> str:
     """``value`` for a one-line message: shortened, a whole float without its ``.0``."""
+    if isinstance(value, ScalarBoolean):  # an anchored true/false: a boolean, not the int it subclasses
+        value = bool(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         value = int(value)
     text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
@@ -125,15 +129,25 @@ def text_problem(value: Any) -> str | None:
     return None
 
 
+#: what a message calls a value of each type; ruamel's round-trip types (``ScalarFloat``,
+#: ``CommentedSeq``, ``CommentedMap``, ...) are named by the plain type they stand for
+_TYPE_NAMES: dict[type, str] = {bool: "boolean", ScalarBoolean: "boolean", int: "integer", float: "number",
+                                str: "string", list: "list", dict: "mapping", _dt.date: "date",
+                                type(None): "null"}
+
+
+def _type_name(t: type) -> str:
+    return next((_TYPE_NAMES[base] for base in t.__mro__ if base in _TYPE_NAMES), t.__name__)
+
+
 def type_names(types: tuple[type, ...]) -> str:
-    names = {bool: "boolean", int: "integer", float: "number", str: "string",
-             list: "list", dict: "mapping", type(None): "null"}
-    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+    """``integer or string``: how a message names the types of a value, never a Python class."""
+    return " or ".join(dict.fromkeys(_type_name(t) for t in types))
 
 
 def _is_instance(value: Any, types: tuple[type, ...]) -> bool:
     # YAML booleans are ints in Python: never accept true/false for a number
-    if isinstance(value, bool) and bool not in types:
+    if isinstance(value, (bool, ScalarBoolean)) and bool not in types:
         return False
     return isinstance(value, types)
 
@@ -310,6 +324,8 @@ def _plain_keys(path: str | os.PathLike, doc: Any) -> Any:
 def load_yaml(path: str | os.PathLike, what: str) -> Any:
     """Parse a YAML file keeping line numbers, within the bounds of the module docstring;
     a missing, oversized, non-UTF-8, unparsable, too deep or too large file is a SpecError."""
+    if os.path.isdir(path):
+        raise SpecError(path, what, f"a directory; expected a {what} file (YAML)")
     if not os.path.isfile(path):
         raise SpecError(path, what, "file not found")
     text = read_text(path, what)
