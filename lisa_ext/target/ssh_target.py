@@ -237,9 +237,28 @@ class SshTarget:
 
     def lisa(self) -> Any:
         if self._lisa is None:
-            self._lisa = connect_lisa(self.config, self.endpoint)
+            self._lisa = self._connect_lisa()
             self._main_conn = self._lisa.conn
         return self._lisa
+
+    def _connect_lisa(self) -> Any:
+        """LISA's connection; a board that cannot be reached or logged in to is one line naming
+        the target config and the login (devlib's errors are tracebacks of its own)."""
+        # deferred: devlib takes a second to import, and only a connection needs its errors
+        from devlib.exception import DevlibError, TargetCalledProcessError
+        from paramiko import SSHException
+
+        where = f"{self.config.path}: {self.endpoint}" if self.config is not None else str(self.endpoint)
+        keyfile = self.endpoint.keyfile
+        if keyfile is not None and not keyfile.is_file():
+            raise UserError(f"{where}: the key file {keyfile} (keyfile) does not exist")
+        try:
+            return connect_lisa(self.config, self.endpoint)
+        except TargetCalledProcessError:
+            raise  # connected: a command of LISA's setup failed, which its own error says
+        except (DevlibError, SSHException, OSError) as exc:
+            reason = " ".join(str(exc).removeprefix("Connection lost: ").split()) or type(exc).__name__
+            raise UserError(f"{where}: cannot connect over SSH: {reason}") from None
 
     def _reconnect(self, *, setup: bool) -> None:
         if self._lisa is not None:
