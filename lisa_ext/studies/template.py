@@ -22,7 +22,7 @@ import pandas as pd
 
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import read_campaign
-from lisa_ext.errors import UserError
+from lisa_ext.errors import SpecError, UserError
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.escape import code_span
@@ -67,7 +67,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
 
 
 def _variant_name(value: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-") or "variant"
+    """A variant's name from its knob value: lower-case letters, digits and dashes, at most 64
+    (a directory name; the spec quotes it, so ``100`` or ``true`` stays a name)."""
+    return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")[:64].strip("-") or "variant"
 
 
 def spec_text(name: str, *, knob: str | None, values: Sequence[str], kernels: Sequence[str],
@@ -96,7 +98,9 @@ def spec_text(name: str, *, knob: str | None, values: Sequence[str], kernels: Se
             lines += [f"  - name: {kernel}", f"    kernel: ../kernels/{name}/{kernel}.yml"]
     else:
         for value in values:
-            lines += [f"  - name: {_variant_name(value)}", "    knobs:", f"      {knob}: {json.dumps(value)}"]
+            # quoted (JSON strings are YAML): a value or name like 100, true or "a: b" stays a string
+            lines += [f"  - name: {json.dumps(_variant_name(value))}", "    knobs:",
+                      f"      {json.dumps(knob)}: {json.dumps(value)}"]
     lines.append("workloads:")
     smoke = []
     for kind in workloads:
@@ -217,10 +221,12 @@ def write_study(name: str, *, knob: str | None = None, values: Sequence[str] = (
     written.append(spec_path)
     try:
         load_spec(spec_path)
-    except UserError:
+    except UserError as exc:
         for path in written:
             path.unlink()
-        raise
+        problem = f"{exc.key}: {exc.problem}" if isinstance(exc, SpecError) else str(exc)
+        raise UserError(f"study {name!r} not written: the spec it would have in notebooks/{name}.yml "
+                        f"does not pass campaign check: {problem}") from None
     nb_path.write_text(_notebook_json(notebook(name, baseline=variants[0], metrics=metrics,
                                                tasks=f"exec:{_PROGRAMS[workloads[0]]}", variants=variants,
                                                workloads=workloads)), encoding="utf-8")
