@@ -144,7 +144,7 @@ def test_campaign_with_payloads_in_values_runs_them_as_data(tmp_path):
     require_live()
     accepted = [p for p in PAYLOADS if p not in JOB_FILE_SYNTAX]
     workloads = "\n".join(
-        f"  - name: w{i}\n    kind: fio\n    options: {{rw: {_q(p)}, filename: {_q('/tmp/inj' + p)}, "
+        f"  - name: w{i}\n    kind: fio\n    options: {{rw: {_q(p)}, filename: {_q('inj' + p)}, "
         f"size: 1M, runtime: 1}}" for i, p in enumerate(accepted))
     spec = write_spec(tmp_path / "inj.yml", f"""\
 name: inj

@@ -193,7 +193,7 @@ def test_knob_reverted_after_workload_failure(tmp_path, live_and_restore_knob):
     spec = _spec(tmp_path, "livefail", original, iterations=1, workloads="""\
   - name: broken
     kind: fio
-    options: {rw: randread, bs: 4k, size: 4M, runtime: 1, filename: /proc/lisa-ext-missing/data}
+    options: {rw: randread, bs: 4k, size: 4M, runtime: 1, ioengine: lisa_ext_missing}
   - name: rt
     kind: rtapp
     duration-s: 0.5
@@ -208,7 +208,7 @@ def test_knob_reverted_after_workload_failure(tmp_path, live_and_restore_knob):
         meta = json.loads((out / f"runs/{variant}/broken/0/meta.json").read_text())
         assert result["status"] == "failed" and result["metrics"] == []
         assert "WorkloadError: fio could not lay out its data file" in result["error"]
-        assert "fio: failed to create dir (/proc/lisa-ext-missing)" in result["error"]
+        assert "fio: engine lisa_ext_missing not loadable" in result["error"]
         # the knob was really applied during the failing run ...
         expected = original if variant == "base" else other_scope(original)
         assert meta["knobs"][WQ_KNOB]["read_back"] == expected

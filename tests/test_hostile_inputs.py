@@ -549,7 +549,7 @@ def test_fio_reads_options_from_a_job_file_where_prefixes_do_not_match(tmp_path)
     require_live()
     marker = tmp_path / "PWNED"
     spec = _spec(tmp_path, text=FIO_SPEC.format(target=LOCAL_TARGET),
-                 **{"{rw: read, size: 1M, runtime: 1}": f"{{rw: read, size: 1M, filename: {tmp_path}/data, "
+                 **{"{rw: read, size: 1M, runtime: 1}": "{rw: read, size: 1M, filename: data, "
                                                         f"exec_pre: 'touch {marker}'}}"})
     out = tmp_path / "campaign"
     proc = subprocess.run(LISA_EXT + ["campaign", "run", str(spec), "-o", str(out), "--no-progress"],

@@ -93,7 +93,7 @@ def my_board(board, tmp_path_factory):
         assert text.count(old) == 1, old
         filled = filled.replace(old, new)
     conf = tmp / "my-board.yml"
-    conf.write_text(filled)
+    conf.write_text(filled + "lisa-ext: {scratch-devices: [/dev/vdc]}\n")  # the board's scratch disk
     env = {**os.environ, "LISA_EXT_KNOWN_HOSTS": str(tmp / "known_hosts")}
     return conf, env, tmp
 

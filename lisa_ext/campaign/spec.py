@@ -285,6 +285,18 @@ def _check_workload(path: Path, prefix: str, node: Any) -> WorkloadSpec:
     return WorkloadSpec(w["name"], w["kind"], options)
 
 
+def _check_on_target(path: Path, target: Path, variants: list[VariantSpec], workloads: list[WorkloadSpec]) -> None:
+    """Each workload, as each variant runs it, against the target config (read only if asked for)."""
+    config = functools.cache(lambda: TargetConfig.load(target))
+    for i, w in enumerate(workloads):
+        kind = WORKLOAD_KINDS[w.kind]
+        kind.check_target(path, f"workloads[{i}]", w.options, config)
+        for j, variant in enumerate(variants):
+            if w.kind in variant.workload_options:
+                kind.check_target(path, f"variants[{j}].workload-options.{w.kind} on {w.name}",
+                                  variant.workload(w).options, config)
+
+
 def _apply_smoke(path: Path, doc: dict) -> dict:
     """``doc`` with its ``smoke:`` overrides applied (and removed): the shortest campaign that
     still fills every table cell, for CI and for checking a study end to end before a long run."""
@@ -431,6 +443,8 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
             if w.kind in variant.workload_options:
                 _check_workload(path, f"variants[{i}].workload-options.{w.kind} on {w.name}",
                                 {"name": w.name, "kind": w.kind, **variant.workload(w).options})
+    if check_files:
+        _check_on_target(path, target, variants, workloads)
     report = check_mapping(path, top["report"], "report", _REPORT_SCHEMA) if "report" in top else {}
     if "baseline" in report and report["baseline"] not in {v.name for v in variants}:
         raise SpecError(path, "report.baseline", f"{report['baseline']!r} is not a variant of this spec; "

@@ -24,12 +24,28 @@ from lisa_ext.errors import SpecError
 from lisa_ext.schema import Field, argument_problem, check_mapping, in_bounds, load_yaml, show, type_names
 from lisa_ext.ssh import Endpoint, Trust
 
-__all__ = ["KINDS", "TargetConfig"]
+__all__ = ["KINDS", "TargetConfig", "device_problem", "known_tools"]
 
 #: LISA's target kinds (``lisa.target.TargetConf``): this machine, a Linux board over SSH, Android over ADB
 KINDS = ("host", "linux", "android")
 
 _TOP_KEYS = ("target-conf", "platform-info", "lisa-ext")
+#: a block device path of the target: one word of a job file, a dmsetup table and the target's shell
+_DEVICE = re.compile(r"/dev/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+){0,8}")
+
+
+def device_problem(value: Any) -> str | None:
+    """What keeps ``value`` from being a plain block device path (``/dev/...``, no ``..``), or None."""
+    if not isinstance(value, str) or not _DEVICE.fullmatch(value) or ".." in value.split("/"):
+        return (f"{show(value)} is not a block device path (/dev/ then letters, digits, '_', '.', '-' "
+                "and '/', no '..')")
+    return None
+
+
+def _scratch_devices_problem(value: list) -> str | None:
+    return next(filter(None, map(device_problem, value)), None)
+
+
 #: our own settings in a target config, under ``lisa-ext:`` (LISA reads only its own keys)
 _EXTRA_SCHEMA = {
     "reset-command": Field((str,), "host shell command that power-cycles or resets the board "
@@ -40,6 +56,9 @@ _EXTRA_SCHEMA = {
                               bounds=(0.1, 3_600)),
     "probe-misses": Field((int,), "failed probes in a row that mean the board is lost (default 3)",
                           bounds=(1, 1_000)),
+    "scratch-devices": Field((list,), "block devices of the target whose data workloads may destroy "
+                             "(fio's filename, dm-crypt's backing), e.g. [/dev/vdc]: a spare disk",
+                             check=_scratch_devices_problem),
 }
 
 
@@ -110,6 +129,32 @@ def _check_hostile_values(path: Path, conf: dict) -> None:
                             "characters: make would run a compiler given as a command line)")
 
 
+def known_tools() -> frozenset[str]:
+    """The tools a target config's ``tools:`` may name: those LISA ships binaries of
+    (``lisa/_assets/binaries/<abi>/``), which its ``install_tools`` pushes to the target by name."""
+    assets = import_lisa("lisa._assets")
+    return frozenset(name for binaries in assets.ABI_BINARIES.values() for name in binaries)
+
+
+def _check_tools(path: Path, conf: dict) -> None:
+    """``tools:`` names tools, never files: LISA joins each entry to its assets directory, which
+    keeps an absolute path as it is, and pushes that file to the target (a private key went to
+    the board)."""
+    known = known_tools()
+    for i, tool in enumerate(conf.get("tools") or ()):
+        if tool not in known:
+            raise SpecError(path, f"target-conf.tools[{i}]", f"{show(tool)} is not a tool LISA ships; name "
+                            f"one of: {', '.join(sorted(known))} (schbench and ebizzy: lisa-ext campaign "
+                            "tool install)")
+
+
+def _check_host(path: Path, conf: dict) -> None:
+    """What this machine as a target needs."""
+    if (conf.get("devlib") or {}).get("platform"):
+        raise SpecError(path, "target-conf.devlib.platform", "lisa-ext sets devlib's platform of this machine "
+                        "itself (it keeps the target's directories private): remove this key")
+
+
 def _check_ssh(path: Path, conf: dict) -> None:
     """What an SSH login needs."""
     if not conf.get("host"):
@@ -146,6 +191,7 @@ class TargetConfig:
         lisa_target = import_lisa("lisa.target")
         _check_level(path, doc["target-conf"], lisa_target.TargetConf.STRUCTURE, "target-conf")
         _check_hostile_values(path, doc["target-conf"])
+        _check_tools(path, doc["target-conf"])
         if "platform-info" in doc:
             platinfo = import_lisa("lisa.platforms.platinfo")
             _check_level(path, doc["platform-info"], platinfo.PlatformInfo.STRUCTURE, "platform-info")
@@ -156,7 +202,15 @@ class TargetConfig:
             raise SpecError(path, "target-conf.kind", f"{kind!r} is not one of: {', '.join(KINDS)}")
         if kind == "linux":
             _check_ssh(path, conf)
+        elif kind == "host":
+            _check_host(path, conf)
         return cls(path, kind, conf, _plain(extras))
+
+    @property
+    def scratch_devices(self) -> tuple[str, ...]:
+        """Block devices of the target whose data a workload may destroy (``lisa-ext:
+        scratch-devices``); no other device is ever written."""
+        return tuple(self.extras.get("scratch-devices") or ())
 
     @property
     def name(self) -> str:

@@ -50,6 +50,11 @@ class Workload(abc.ABC):
     def check_options(cls, path, prefix: str, options: dict) -> None:
         """Cross-key checks beyond ``SCHEMA``; raise SpecError on a problem."""
 
+    @classmethod
+    def check_target(cls, path, prefix: str, options: dict, config: Callable[[], Any]) -> None:
+        """Checks against the target config (``config()`` reads it, once per spec): what the
+        options may touch on that target; raise SpecError on a problem."""
+
     def setup_campaign(self, target, state: dict) -> None:
         """Once per campaign, before any variant is applied; may add to ``state``."""
 

@@ -18,6 +18,15 @@ does not trace the layout. Metrics come from ``fio --output-format=json``
 (``jobs[0].read|write``): IOPS, bandwidth and completion-latency (``clat_ns``)
 mean and percentiles.
 
+Where fio writes is confined: a relative ``filename``, ``directory`` or ``filename_format``
+is resolved under the fio scratch area of the target's working directory
+(``<workdir>/lisa-ext-fio/``, where the default data file lives too), logs and I/O logs
+under the run's directory; an absolute ``filename`` (or ``replay_redirect``, dm-crypt's
+``backing``) must be a block device the target config declares as scratch (``lisa-ext:
+scratch-devices``, the virtual board's ``/dev/vdc``). Anything else, ``..`` included, is
+refused when the spec is read; before each run a target command checks that no symbolic
+link leads a relative path out of the scratch area.
+
 ``dm-crypt: {backing: loop | /dev/..., size-mb, cipher, flags}`` runs the job on
 a throw-away dm-crypt device (:mod:`~lisa_ext.campaign.workloads.dmcrypt`)
 created before the run and removed after it, failure included.
@@ -36,6 +45,7 @@ from lisa_ext.campaign.store import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.dmcrypt import CRYPT_SCHEMA, CryptDevice
 from lisa_ext.errors import SpecError
+from lisa_ext.target.config import device_problem
 
 __all__ = ["Fio", "parse_fio_json", "read_fio_json", "runtime_s"]
 
@@ -46,6 +56,20 @@ _EXECUTING = ("exec_prerun", "exec_postrun")
 _ENGINE = re.compile(r"[a-z0-9_]+(-[a-z0-9_]+)*")
 #: what a job file reads as something else than a value: a comment, the environment, a new line
 _NOT_A_VALUE = re.compile(r"[;#\x00-\x1f\x7f]|\$\{")
+#: job options naming files fio creates, writes or deletes (``man fio``), and what each may name:
+#: ``data`` a path relative to the scratch area or a scratch device, ``relative`` a path relative
+#: to the scratch area (data) or the run's directory (logs, I/O logs), ``device`` a scratch device;
+#: each may list several, separated by ':'
+_PATH_OPTIONS = {"filename": "data", "directory": "relative", "filename_format": "relative",
+                 "write_iolog": "relative", "read_iolog": "relative", "write_bw_log": "relative",
+                 "write_lat_log": "relative", "write_iops_log": "relative", "write_hist_log": "relative",
+                 "cgroup": "relative", "replay_redirect": "device"}
+#: job options refused outright: fio would open every file below a directory (``opendir``)
+_REFUSED_PATHS = ("opendir",)
+#: options whose value may name a file after a ':' (``mem=mmap:/path``, created and truncated) or
+#: between single quotes (``buffer_pattern='file'``, read)
+_MEMORY = ("mem", "iomem")
+_PATTERNS = ("buffer_pattern", "verify_pattern")
 #: fio time suffixes (``man fio``, "Time": seconds unless said otherwise)
 _TIME_UNITS = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "": 1.0, "s": 1.0, "sec": 1.0,
                "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
@@ -132,6 +156,59 @@ def _option_problem(key: str, value) -> str | None:
     return None
 
 
+def _components(value) -> list[str]:
+    """The paths of a fio path option (fio separates several with ':')."""
+    return str(value).split(":")
+
+
+def _relative_problem(path: str, devices: bool = False) -> str | None:
+    if not path:
+        return "an empty path"
+    if path.startswith("/"):
+        return (f"{path} is outside the run's scratch area: name a path relative to it (fio's files go to "
+                "<workdir>/lisa-ext-fio/, its logs to the run's directory on the target)"
+                + (" or a block device the target config declares in lisa-ext: scratch-devices" if devices else ""))
+    if ".." in path.split("/"):
+        return f"{path}: '..' would leave the run's scratch area"
+    return None
+
+
+def _path_problem(key: str, value) -> str | None:
+    """What is wrong with where a fio option makes fio write (see :data:`_PATH_OPTIONS`), or None."""
+    if key in _REFUSED_PATHS:
+        return "fio would open every file below that directory; name files with filename"
+    if key in _PATTERNS:
+        return ("a pattern read from a file ('name') is not allowed: give the bytes (0x..., \"text\", a number)"
+                if "'" in str(value) else None)
+    if key in _MEMORY:
+        _, sep, path = str(value).partition(":")
+        return _relative_problem(path) if sep else None
+    kind = _PATH_OPTIONS.get(key)
+    if kind is None:
+        return None
+    if "\\" in str(value):
+        return "a '\\' (fio's escape of ':') is not allowed in a path"
+    for path in _components(value):
+        if kind != "relative" and path.startswith("/dev/"):
+            problem = device_problem(path)
+        elif kind == "device":
+            problem = f"{path}: expected a block device the target config declares in lisa-ext: scratch-devices"
+        else:
+            problem = _relative_problem(path, devices=kind == "data")
+        if problem:
+            return problem
+    return None
+
+
+def _devices(options: dict) -> list[tuple[str, str]]:
+    """(key, device) of every block device a workload's options name: the scratch devices it writes."""
+    fio = options.get("options") or {}
+    named = [(f"options.{key}", path) for key in ("filename", "replay_redirect") if key in fio
+             for path in _components(fio[key]) if path.startswith("/")]
+    backing = (options.get("dm-crypt") or {}).get("backing", "loop")
+    return named + ([("dm-crypt.backing", backing)] if backing != "loop" else [])
+
+
 def _job_value(value) -> str:
     return str(int(value) if isinstance(value, bool) else value)
 
@@ -154,7 +231,8 @@ class Fio(Workload):
 
     @classmethod
     def check_options(cls, path, prefix, options):
-        for key, value in options["options"].items():
+        fio = options["options"]
+        for key, value in fio.items():
             where = f"{prefix}.options.{key}"
             if not re.fullmatch(r"[a-z0-9_]{1,64}", str(key)):
                 raise SpecError(path, where, "not a fio option name (lower-case letters, digits, _)")
@@ -163,10 +241,32 @@ class Fio(Workload):
                 raise SpecError(path, where, problem)
         if "dm-crypt" in options:
             check_mapping(path, options["dm-crypt"], f"{prefix}.dm-crypt", CRYPT_SCHEMA)
-            for key in ("filename", "directory"):
-                if key in options["options"]:
+            for key in ("filename", "directory", "filename_format"):
+                if key in fio:
                     raise SpecError(path, f"{prefix}.options.{key}",
                                     "not allowed with dm-crypt (fio runs on the dm-crypt device)")
+        for key, value in fio.items():
+            problem = _path_problem(key, value)
+            if problem:
+                raise SpecError(path, f"{prefix}.options.{key}", problem)
+        if "filename" in fio and any(p.startswith("/") for p in _components(fio["filename"])):
+            for key in ("directory", "filename_format"):
+                if key in fio:
+                    raise SpecError(path, f"{prefix}.options.{key}", "not allowed with a device as filename "
+                                    "(fio would put the device's path under the directory)")
+            if any(not p.startswith("/") for p in _components(fio["filename"])):
+                raise SpecError(path, f"{prefix}.options.filename", "either devices or files of the scratch "
+                                "area, not both")
+
+    @classmethod
+    def check_target(cls, path, prefix, options, config):
+        for key, device in _devices(options):
+            target = config()
+            if device not in target.scratch_devices:
+                listed = ", ".join(target.scratch_devices) or "none"
+                raise SpecError(path, f"{prefix}.{key}", f"{device} is not a scratch device of {target.path} "
+                                f"(its lisa-ext: scratch-devices lists {listed}): a workload destroys the data "
+                                "of a device, so it may write only a device the target config declares as scratch")
 
     def job_file(self, ctx: RunContext) -> str:
         """The fio job file of one run: the spec's options, plus where the data goes."""
@@ -178,20 +278,60 @@ class Fio(Workload):
             if several and "size" in opts and "offset_increment" not in opts:
                 # each job its own region of the device: verify fails when jobs overwrite each other
                 opts["offset_increment"] = opts["size"]
-        elif "filename" not in opts and "directory" not in opts:
+        elif not any(key in opts for key in ("filename", "directory", "filename_format")):
             if several:
                 # fio names each job's file <name>.<job>.0 in the directory: one file per job
-                opts["directory"] = ctx.target.path.dirname(self._default_file(ctx.target))
+                opts["directory"] = self._scratch(ctx.target)
             else:
                 opts["filename"] = self._default_file(ctx.target)
+        elif not self._uses_devices():
+            # fio puts every file name under the directory: the spec's names land in the scratch area
+            opts["directory"] = ":".join(self._scratch_paths(ctx.target))
         for key in ("filename", "directory"):
             if _NOT_A_VALUE.search(str(opts.get(key, ""))):  # the target's working directory
                 raise WorkloadError(f"fio {key} {opts[key]!r}: a job file would read part of it as a "
                                     "comment, the environment or another option")
         return "".join([f"[{self.name}]\n"] + [f"{k}={_job_value(v)}\n" for k, v in opts.items()])
 
+    def _scratch(self, target) -> str:
+        """The directory of fio's files on the target: the default data file, the spec's relative names."""
+        return target.path.join(target.working_directory, "lisa-ext-fio")
+
     def _default_file(self, target) -> str:
-        return target.path.join(target.working_directory, "lisa-ext-fio", f"{self.name}.data")
+        return target.path.join(self._scratch(target), f"{self.name}.data")
+
+    def _uses_devices(self) -> bool:
+        return any(p.startswith("/") for p in _components(self.options["options"].get("filename", "")))
+
+    def _scratch_paths(self, target) -> list[str]:
+        """The spec's directories, under the scratch area (the area itself without one)."""
+        directory = self.options["options"].get("directory")
+        scratch = self._scratch(target)
+        return [target.path.join(scratch, d) for d in _components(directory)] if directory else [scratch]
+
+    def _check_confined(self, target) -> None:
+        """Refuse to run when a symbolic link on the target leads the spec's relative paths out of
+        the scratch area, or a scratch device is not a block device (fio would create a file)."""
+        q = remote.quote
+        if self._uses_devices():
+            devices = _components(self.options["options"]["filename"])
+            out = target.execute("for d in " + " ".join(map(q, devices)) + '; do [ -b "$d" ] || echo "$d"; done',
+                                 as_root=True, check_exit_code=False)
+            if out.strip():
+                raise WorkloadError(f"fio filename {out.split()[0]} is not a block device on the target: "
+                                    "refusing to run (fio would create a file there)")
+            return
+        scratch = self._scratch(target)
+        dirs = self._scratch_paths(target)
+        names = [target.path.join(dirs[0], f) for f in _components(self.options["options"].get("filename", ""))
+                 if f]
+        out = target.execute(f"if s=$(realpath -e -- {q(scratch)}) && [ ! -L {q(scratch)} ]; then "
+                             "for p in " + " ".join(map(q, dirs + names)) + "; do "
+                             'r=$(realpath -m -- "$p") && case "$r/" in "$s"/*) ;; *) false;; esac || echo "$p"; '
+                             f"done; else echo {q(scratch)}; fi", as_root=True, check_exit_code=False)
+        if out.strip():
+            raise WorkloadError(f"fio path {out.splitlines()[0]} leads outside the scratch area {scratch} "
+                                "(a symbolic link?): refusing to run")
 
     def _timeout(self) -> float:
         if "timeout-s" in self.options:
@@ -204,8 +344,9 @@ class Fio(Workload):
             scratch = target.path.join(target.working_directory, "lisa-ext-fio")
             self._device = CryptDevice(target, f"lisa-ext-{self.name}", self.options["dm-crypt"], scratch)
             self._device.create(ctx)
-        elif "filename" not in self.options["options"] and "directory" not in self.options["options"]:
-            target.execute(f"mkdir -p {remote.quote(target.path.dirname(self._default_file(target)))}")
+        else:
+            target.execute(f"mkdir -p {remote.quote(self._scratch(target))}")
+            self._check_confined(target)
         job = ctx.local_dir / "fio.job"
         job.write_text(self.job_file(ctx))
         target.push(str(job), target.path.join(ctx.remote_dir, "fio.job"))
