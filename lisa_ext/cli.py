@@ -19,13 +19,15 @@ import atexit
 import gc
 import importlib
 import os
+import signal
 import sys
 import threading
+from types import FrameType
 from typing import NoReturn, Sequence
 
 from lisa_ext.errors import UserError
 
-__all__ = ["COMMANDS", "build_parser", "main", "run"]
+__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "build_parser", "main", "run"]
 
 #: command name -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -74,13 +76,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args) or 0)
     except UserError as exc:
         print(f"lisa-ext {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_status", 2)  # 2 unless the error says otherwise
+    except KeyboardInterrupt as exc:
+        # a command that can be resumed says how (lisa_ext.campaign.runner.CampaignInterrupted)
+        print(f"lisa-ext {args.command}: {exc or 'interrupted'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
 
 
 #: collect young objects every this many allocations (Python's default: 700)
 GC_YOUNG_THRESHOLD = 50_000
+#: the exit status of a command stopped by SIGINT (Ctrl-C), as a shell reports it: 128 + 2
+EXIT_INTERRUPTED = 130
+#: seconds by which a SIGINT arriving inside :mod:`logging` is put off
+_INTERRUPT_DELAY_S = 0.05
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGINT raises KeyboardInterrupt, as Python's own handler does, except inside :mod:`logging`:
+    there it is sent again a moment later. Python 3.11 runs logging's fork handler (releasing its
+    lock) after every fork with a ``preexec_fn`` (devlib's local commands): a KeyboardInterrupt
+    raised in it is printed and dropped with the lock still held, and the next log line hangs the
+    command for good instead of stopping it."""
+    if frame is not None and frame.f_globals.get("__name__") == "logging":
+        threading.Timer(_INTERRUPT_DELAY_S, os.kill, (os.getpid(), signum)).start()
+        return
+    raise KeyboardInterrupt
 
 
 def run() -> NoReturn:
@@ -92,8 +114,12 @@ def run() -> NoReturn:
     - When :func:`main` returns and no other thread runs, the process leaves without
       tearing the interpreter down (~0.7 s of freeing thousands of modules after a
       report): exit handlers run and the standard streams are flushed first.
+    - SIGINT (Ctrl-C) stops the command with one line and exit status :data:`EXIT_INTERRUPTED`,
+      never a lost interrupt (:func:`_interrupt`); a campaign restores its target first.
     """
     gc.set_threshold(GC_YOUNG_THRESHOLD)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started ignoring it
+        signal.signal(signal.SIGINT, _interrupt)
     code = main()
     if threading.active_count() > 1:
         sys.exit(code)  # the interpreter waits for those threads

@@ -32,7 +32,7 @@ import pandas as pd
 from lisa_ext.campaign.runner import RunSummary, run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CampaignStore, traced_runs
-from lisa_ext.errors import UserError
+from lisa_ext.errors import SpecError, UserError
 from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.report.build import REPORT_DIR, TABLE_FILES, ReportOptions, build_report, campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
@@ -48,7 +48,7 @@ from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",
            "write_report", "comparison_table", "cover_table", "figure_paths", "per_run_analysis",
-           "execute_notebook", "run_study", "register", "explore_run", "show_page", "show_figure",
+           "execute_notebook", "NotebookFailed", "run_study", "register", "explore_run", "show_page", "show_figure",
            "readable_table", "repo_path", "export_notebook", "use_bokeh", "check_page_outputs"]
 
 # Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
@@ -300,11 +300,32 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any])
 
     out_html.parent.mkdir(parents=True, exist_ok=True)
     executed = out_html.with_suffix(".ipynb")
-    papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
-                               kernel_name="python3", cwd=str(output_dir()),
-                               progress_bar=False, log_output=False,
-                               kernel_manager_class=_local_kernel_manager())
+    try:
+        papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
+                                   kernel_name="python3", cwd=str(output_dir()),
+                                   progress_bar=False, log_output=False,
+                                   kernel_manager_class=_local_kernel_manager())
+    except papermill.PapermillExecutionError as exc:
+        number = _notebook_cell_number(nbformat.read(executed, as_version=4), exc.cell_index)
+        error = " ".join(f"{exc.ename}: {exc.evalue}".split())
+        raise NotebookFailed(notebook, f"cell {number}", f"{error[:500]}; the notebook as far as it ran: "
+                                                         f"{executed}") from None
     return export_notebook(nbformat.read(executed, as_version=4), out_html)
+
+
+class NotebookFailed(SpecError):
+    """A cell of a study's notebook raised: one line naming the notebook, the cell and the error,
+    and where the notebook as far as it ran is kept. Exit status 1, not 2: what the command was
+    given was fine (the campaign and its report are written and kept), the study's notebook failed."""
+
+    exit_status = 1
+
+
+def _notebook_cell_number(executed, index: int) -> int:
+    """The number, from 1, in the study's own notebook of cell ``index`` of the notebook papermill
+    executed (which holds one more cell, the parameters it injected)."""
+    injected = sum("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in executed.cells[:index])
+    return index - injected + 1
 
 
 #: outputs only a live JupyterLab can use: HoloViews / panel loaders and comms
@@ -403,7 +424,7 @@ def _new(args: argparse.Namespace) -> int:
     # deferred: only `study new` writes templates
     from lisa_ext.studies.template import write_study
 
-    values = [v for v in (args.values or "").split(",") if v]
+    values = [v.strip() for v in (args.values or "").split(",") if v.strip()]
     written = write_study(args.name, knob=args.knob, values=values, kernel=args.kernel,
                           workloads=args.workload_kinds or ("schbench", "hackbench"), target=args.target)
     for path in written:

@@ -5,14 +5,16 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
-from lisa_ext.campaign.runner import run_campaign
+from lisa_ext.campaign.runner import CampaignInterrupted, run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.status import campaign_status
 from lisa_ext.campaign.tools import BUILDABLE, build_tool, cached_build, install_tool
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.compat import quiet_lisa_logs
+from lisa_ext.errors import UserError
 from lisa_ext.target import CLOCKS, CLOCKS_HELP, TargetConfig, connect
 from lisa_ext.vboard.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import shown_path
@@ -24,10 +26,29 @@ def default_campaign_dir(name: str) -> Path:
     return Path("data") / name
 
 
+def _campaign_dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a campaign directory (a file stands where it or a parent would be),
+    or None."""
+    existing = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is a file" if existing == path else f"is under the file {existing}"
+        return f"{where}; expected a campaign directory (a new path, or one a campaign run wrote)"
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec, board_timing=args.board_timing, board_clock=args.board_clock)
     out = Path(args.out) if args.out else default_campaign_dir(spec.name)
-    summary = run_campaign(spec, out, resume=args.resume, progress=not args.no_progress)
+    problem = _campaign_dir_problem(out)
+    if problem is not None:
+        raise UserError(f"--out {out}: {problem}")
+    try:
+        summary = run_campaign(spec, out, resume=args.resume, progress=not args.no_progress)
+    except KeyboardInterrupt as exc:
+        again = ["lisa-ext", "campaign", "run", args.spec, "--out", str(out), "--resume"]
+        if args.board_timing:
+            again += ["--board-timing", args.board_timing]
+        raise CampaignInterrupted(f"{exc or 'interrupted'}; resume with {shlex.join(again)}") from None
     print(summary.line())
     return 1 if summary.failed else 0
 

@@ -59,9 +59,14 @@ from lisa_ext.target import kernel_provenance, lisa_platform_info, platform_prov
 from lisa_ext.trace import PLATFORM_FILE
 from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params, timing_knobs, timing_of
 
-__all__ = ["CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
+__all__ = ["CampaignInterrupted", "CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
 
 log = logging.getLogger(__name__)
+
+
+class CampaignInterrupted(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) stopped the campaign: the target is restored and the finished runs kept;
+    the message says so in one line."""
 
 
 class SpecChanged(UserError):
@@ -491,10 +496,23 @@ class CampaignRunner:
             except Exception as exc:
                 self._stop_if_storage(exc)
                 raise
+            except KeyboardInterrupt:
+                raise self._interrupted() from None
             finally:
                 if self._target_lock_fd is not None:
                     os.close(self._target_lock_fd)
                     self._target_lock_fd = None
+
+    def _interrupted(self) -> CampaignInterrupted:
+        """SIGINT: the run in progress reverted its knobs on the way out; undo what its journal still
+        records (processes, trace instance, knobs again), discard it, keep every finished run."""
+        try:
+            undone = "; ".join(self._undo()) or "nothing left to undo on the target"
+            self.store.remove_partial_runs(ignore_errors=True)
+        except Exception as exc:  # noqa: BLE001 -- the journal stays: --resume undoes what is left
+            undone = f"could not undo the run in progress on the target ({exc}); --resume does"
+        return CampaignInterrupted(f"interrupted: {undone}; {len(self.store.scan().runs)} of "
+                                   f"{len(plan_runs(self.spec))} runs kept in {self.store.root}")
 
     def _stop_if_storage(self, exc: Exception) -> None:
         """A full or read-only campaign directory: undo the partial run on the target, stop cleanly."""
