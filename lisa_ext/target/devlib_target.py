@@ -14,13 +14,19 @@ check (``strict-host-check``, ``~/.ssh/known_hosts``) is never used.
 only LISA/devlib reach: this machine (kind ``host``) and Android devices (kind
 ``android``, deployed by ``fastboot``: implemented after the mkbootimg/fastboot
 documentation but **untested here**, there is no phone).
+
+This machine as a target keeps its files in private directories (:func:`private_directory`):
+its working directory (``workdir``) and, inside it, its executables directory, which devlib
+would otherwise put at ``/tmp/devlib-target/bin``, first on root's PATH for every command.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -32,8 +38,9 @@ from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint, Trust, open_paramiko
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, refuse_clock
+from lisa_ext.workbench import cache_root
 
-__all__ = ["DevlibTarget", "close_connection", "connect_lisa", "reconnect_lisa"]
+__all__ = ["DevlibTarget", "close_connection", "connect_lisa", "private_directory", "reconnect_lisa"]
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +87,93 @@ def _pinned_classes() -> tuple[type, type]:
     return PinnedSshConnection, PinnedPlatform
 
 
+@functools.cache
+def _private_dirs_platform() -> type:
+    """The devlib platform of this machine as a target: its executables directory inside the
+    working directory (built on first use: importing devlib takes ~1.3 s)."""
+    import devlib.platform
+
+    class PrivateDirsPlatform(devlib.platform.Platform):
+        """A plain devlib platform that sets the target's executables directory before devlib
+        makes it (``connect`` calls ``init_target_connection`` first, then ``_resolve_paths``,
+        which keeps a directory already set)."""
+
+        def __init__(self, executables_directory: str):
+            super().__init__()
+            self.executables_directory = executables_directory
+
+        def init_target_connection(self, target) -> None:
+            target.executables_directory = self.executables_directory
+
+    return PrivateDirsPlatform
+
+
+def _directory_problem(path: Path, st: os.stat_result, own: bool) -> str | None:
+    """Why ``path`` (``st``: its lstat) may not hold root's files; ``own``: it must be this user's,
+    else root's does too, and a sticky directory (/tmp) may be writable by all."""
+    if stat.S_ISLNK(st.st_mode):
+        return None if not own and st.st_uid in (0, os.geteuid()) else f"is a link of user {st.st_uid}"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    owners = (os.geteuid(),) if own else (0, os.geteuid())
+    if st.st_uid not in owners:
+        return f"belongs to user {st.st_uid}, not {os.geteuid()}"
+    if st.st_mode & 0o022 and (own or not st.st_mode & stat.S_ISVTX):
+        return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def private_directory(path: Path, what: str) -> Path:
+    """``path``, a directory of this user that no other user can write: made (0700, missing
+    parents too) when absent, refused in one line when it exists otherwise, or when a directory
+    on the way to it could be changed by another user. Nothing in a refused directory is used or
+    removed.
+
+    The local target runs its commands as root with the executables directory first on PATH, and
+    the runner removes run directories under the working directory: in a directory another user
+    made or can write (under /tmp anyone can take a name first) they could plant a program root
+    runs or a link root deletes through. The configured ``workdir`` is kept where the user put it
+    (``/tmp/lisa-ext-target`` by default, shared with plain LISA) and checked, rather than moved
+    to a per-user directory: a config names one place, and that place is what runs use."""
+    path = Path(os.path.abspath(path))
+    for part in (*reversed(path.parents), path):
+        own = part == path
+        try:
+            if own or not part.exists():
+                os.mkdir(part, 0o700)
+        except FileExistsError:
+            pass
+        problem = _directory_problem(part, os.lstat(part), own)
+        if problem:
+            raise UserError(f"{part}: refusing it as {what}: it {problem} (another user could plant a program "
+                            "root runs there); remove it, or set another target-conf.workdir")
+    return path
+
+
+def _local_directories(config: TargetConfig) -> tuple[str, str]:
+    """This machine's working and executables directories, private (:func:`private_directory`);
+    without a ``workdir``, under the cache (devlib's default is /tmp/devlib-target)."""
+    workdir = Path(config.conf.get("workdir") or cache_root() / "local-target")
+    private_directory(workdir, f"the working directory of {config.path}")
+    bindir = private_directory(workdir / "bin", f"the executables directory of {config.path}")
+    return str(workdir), str(bindir)
+
+
 def connect_lisa(config: TargetConfig, endpoint: Endpoint | None = None):
     """A connected LISA :class:`lisa.target.Target` for ``config``; over SSH as ``endpoint``,
-    every connection checked against its pin."""
+    every connection checked against its pin; this machine with private directories."""
     lisa_target = import_lisa("lisa.target")
     conf = config.lisa_conf(endpoint)
-    if endpoint is None:
+    if endpoint is None and config.kind != "host":
         return lisa_target.Target.from_conf(conf)
-    _, pinned_platform = _pinned_classes()
     kwargs = lisa_target.Target.conf_to_init_kwargs(conf)
-    kwargs.update(res_dir=None, plat_info=None, devlib_platform=pinned_platform(endpoint.trust))
+    kwargs.update(res_dir=None, plat_info=None)
+    if endpoint is not None:
+        _, pinned_platform = _pinned_classes()
+        kwargs.update(devlib_platform=pinned_platform(endpoint.trust))
+    else:
+        workdir, bindir = _local_directories(config)
+        kwargs.update(workdir=workdir, devlib_platform=_private_dirs_platform()(bindir))
     lisa_target.Target.check_init_param(**kwargs)
     return lisa_target.Target(**kwargs)
 
