@@ -161,7 +161,9 @@ class Bisector:
             table = self._metrics(out)
             table = table[(table["workload"] == self.metric.workload) & (table["variant"] == step_name(k))]
             names |= set(table["metric"])
-            rows = table[[metric_matches(self.metric.metric, m, u) for m, u in zip(table["metric"], table["unit"])]]
+            wanted = pd.Series([metric_matches(self.metric.metric, m, u) for m, u in zip(table["metric"], table["unit"])],
+                               index=table.index, dtype=bool)
+            rows = table[wanted]
             if not rows.empty:
                 self.unit = str(rows["unit"].iloc[0])
                 self.lower_is_better = bool(rows["lower_is_better"].iloc[0])

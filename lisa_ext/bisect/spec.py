@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -168,7 +169,9 @@ def kernel_doc(series: Series, k: int, inputs: list[str], configs: list[str]) ->
 
 
 def write_yaml(path: Path, doc: Any) -> None:
-    """Write ``doc`` as YAML (the bisection's own spec files; runs go through the store)."""
+    """Write ``doc`` (plain data, or as a YAML reader gave it) as YAML: the bisection's own spec
+    files; runs go through the store."""
+    doc = json.loads(json.dumps(doc))  # plain types only: the safe dumper refuses a reader's own
     out = io.StringIO()
     yaml = YAML(typ="safe")
     yaml.default_flow_style = False
