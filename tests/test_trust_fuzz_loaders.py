@@ -31,10 +31,8 @@ import loaders
 mode, argument = sys.argv[2], sys.argv[3]
 if mode == "seeded":
     results = loaders.seeded_run(int(argument), seed=33)
-elif mode == "corpus":
-    results = loaders.replay(sorted(argument.split(",")))
-else:
-    results = loaders.replay_texts(json.loads(argument))
+else:  # the corpus's entries, then the hand-written specs
+    results = loaders.replay(*json.loads(argument))
 for result in results:
     print(json.dumps(result), flush=True)
 """
@@ -101,24 +99,25 @@ def _bugs(results: list[dict]) -> list[str]:
     return [f"{r['case']}: {r['bug']}" for r in results if "bug" in r]
 
 
-def test_corpus_replays_to_a_spec_or_one_line():
-    entries = sorted(CORPUS.iterdir())
-    assert entries, f"{CORPUS} is empty"
-    results = _run("corpus", ",".join(map(str, entries)), timeout=300)
-    assert len(results) == len(entries)
-    assert _bugs(results) == []
-
-
 @pytest.fixture(scope="module")
-def known_results() -> dict[str, dict]:
-    return {r["case"]: r for r in _run("texts", json.dumps(KNOWN), timeout=300)}
+def replayed() -> dict[str, dict]:
+    """Every corpus entry and hand-written spec, by name, replayed in one child process."""
+    entries = sorted(map(str, CORPUS.iterdir()))
+    assert entries, f"{CORPUS} is empty"
+    results = {r["case"]: r for r in _run("replay", json.dumps([entries, KNOWN]), timeout=300)}
+    assert len(results) == len(entries) + len(KNOWN)
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.iterdir()))
+def test_corpus_entry_is_a_spec_or_one_line(replayed, name):
+    assert "bug" not in replayed[name], replayed[name]["bug"]
 
 
 @pytest.mark.parametrize("name", sorted(KNOWN))
-def test_known_hostile_spec_is_one_line(known_results, name):
-    result = known_results[name]
-    assert "bug" not in result, result["bug"]
-    assert "error" in result, result
+def test_known_hostile_spec_is_one_line(replayed, name):
+    assert "bug" not in replayed[name], replayed[name]["bug"]
+    assert "error" in replayed[name], replayed[name]
 
 
 def test_seeded_fuzz_run():

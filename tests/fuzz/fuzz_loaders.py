@@ -43,7 +43,10 @@ def main() -> None:
     # FUZZ_LOADERS_SELF at an executable wrapper of this script
     argv = [os.environ.get("FUZZ_LOADERS_SELF") or sys.argv[0], *sys.argv[1:]]
     atheris.Setup(argv, test_one_input)
-    atheris.Fuzz()
+    try:
+        atheris.Fuzz()
+    finally:
+        SCRATCH.remove()
 
 
 if __name__ == "__main__":

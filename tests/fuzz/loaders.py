@@ -16,9 +16,11 @@ the checkout and nothing is written into it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import resource
+import shutil
 import signal
 import tempfile
 import time
@@ -32,8 +34,7 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.target.config import TargetConfig
 
-__all__ = ["CASE_MEMORY_MB", "CASE_SECONDS", "Finding", "Scratch", "load_any", "preload", "replay", "replay_texts",
-           "seeded_run"]
+__all__ = ["CASE_MEMORY_MB", "CASE_SECONDS", "Finding", "Scratch", "load_any", "preload", "replay", "seeded_run"]
 
 #: the most one case may take: the loaders answer in milliseconds
 CASE_SECONDS = 10
@@ -56,6 +57,9 @@ class Scratch:
         for name in ("target-configs", "kernels"):
             if not (self.root / name).exists():
                 (self.root / name).symlink_to(REPO / name)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def write(self, case: Case) -> Path:
         folder = "targets" if case.seed.kind == "target" else Path(case.seed.relative).parent.name
@@ -114,6 +118,13 @@ def _bounded(cases: Iterator[tuple[str, Case]]) -> Iterator[dict]:
         address_space = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     resource.setrlimit(resource.RLIMIT_AS, (address_space + (CASE_MEMORY_MB << 20), resource.RLIM_INFINITY))
     signal.signal(signal.SIGALRM, _overtime)
+    try:
+        yield from _each(cases, scratch)
+    finally:
+        scratch.remove()
+
+
+def _each(cases: Iterator[tuple[str, Case]], scratch: Scratch) -> Iterator[dict]:
     for label, case in cases:
         path = scratch.write(case)
         started = time.perf_counter()
@@ -141,13 +152,12 @@ def seeded_run(count: int, seed: int) -> Iterator[dict]:
     return _bounded(cases())
 
 
-def replay(entries: list[str]) -> Iterator[dict]:
-    """The recipes in the files ``entries`` (the regression corpus), loaded as :func:`_bounded` says."""
+def replay(entries: list[str], texts: dict[str, str] | None = None) -> Iterator[dict]:
+    """The recipes in the files ``entries`` (the regression corpus), then hand-written campaign
+    specs ``{name: text}`` (each loaded with --smoke from ``notebooks/``), loaded as
+    :func:`_bounded` says."""
     seeds = load_seeds()
-    return _bounded((Path(entry).name, mutate(Path(entry).read_bytes(), seeds)) for entry in entries)
-
-
-def replay_texts(texts: dict[str, str]) -> Iterator[dict]:
-    """Hand-written campaign specs ``{name: text}``, each loaded with --smoke from ``notebooks/``."""
-    return _bounded((name, Case(Seed("spec", f"notebooks/{name}.yml", text.encode()), text.encode(), True))
-                    for name, text in texts.items())
+    recipes = ((Path(entry).name, mutate(Path(entry).read_bytes(), seeds)) for entry in entries)
+    written = ((name, Case(Seed("spec", f"notebooks/{name}.yml", text.encode()), text.encode(), True))
+               for name, text in (texts or {}).items())
+    return _bounded(itertools.chain(recipes, written))
