@@ -63,8 +63,8 @@ def test_kernel_status_in_an_empty_cache_says_not_built_and_what_to_run(tmp_path
     assert "notebooks/wq-affinity.yml: no variant names a kernel" in lines[0]
     status = {line.split()[0]: line for line in lines[1:]}
     assert set(status) == {"teo-util/menu", "teo-util/teo", "teo-util/teo-util"}
-    hashes = {line.split()[3] for line in status.values()}
+    hashes = {line.split()[4] for line in status.values()}  # "NAME (SPEC) not built HASH; ..."
     assert len(hashes) == 1  # one build: the three differ by cmdline only
-    assert "not built" in status["teo-util/teo"] and "one build with teo-util/menu, teo-util/teo-util" in \
-        status["teo-util/teo"]
+    assert "not built" in status["teo-util/teo"] and "one build with teo-util/menu (kernels/teo-util/menu.yml), " \
+        "teo-util/teo-util (kernels/teo-util/teo.yml)" in status["teo-util/teo"]
     assert status["teo-util/menu"].endswith("lisa-ext kernel build kernels/teo-util/menu.yml")
