@@ -18,7 +18,8 @@ synchronous reader rarely sleeps; throttled, every I/O is a real wait in
 
 Clock (``clock``): ``host``, TCG's default, the guest's time is the host's (its timer interrupts
 come as late as the host lets the QEMU thread run); ``virtual``, QEMU's icount
-(:func:`virtual_clock`): guest time advances with the instructions the vCPUs run, 1 ns per
+(:func:`clock_args`, run by the QEMU :mod:`lisa_ext.vboard.qemu_build` patches so that each vCPU
+has its own instruction clock): guest time advances with the instructions the vCPUs run, 1 ns per
 instruction, and jumps over idle periods (``sleep=off``), so timers fire exactly and host load
 cannot move them; the guest's date follows that clock too (``-rtc clock=vm``).
 
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.vboard import qemu_build
 
 __all__ = [
     "CLOCKS",
@@ -53,8 +55,8 @@ __all__ = [
     "qmp_execute",
     "terminate",
     "free_loopback_port",
+    "clock_args",
     "vcpu_program_counters",
-    "virtual_clock",
 ]
 
 #: the clocks the board's time can run on (the module docstring)
@@ -102,21 +104,19 @@ class QemuMachine:
 
     @property
     def binary(self) -> str:
-        return virtual_clock(self.arch)[0] if self.clock == "virtual" else QEMU_BINARIES[self.arch]
+        # the virtual clock runs on our QEMU, whose icount gives each vCPU its own clock (built once)
+        return str(qemu_build.virtual_clock_qemu(self.arch)) if self.clock == "virtual" else QEMU_BINARIES[self.arch]
 
 
-def virtual_clock(arch: str) -> tuple[str, list[str]]:
-    """The QEMU binary of ``arch`` that runs the virtual clock and the arguments that select it.
-
-    Stock QEMU's icount counts one instruction clock for all vCPUs; ``align=off``: the guest is not
-    slowed down to the host's pace, ``sleep=off``: an idle guest's time jumps to its next timer.
-    """
-    return QEMU_BINARIES[arch], ["-icount", "shift=0,sleep=off,align=off", "-rtc", "clock=vm"]
+def clock_args(clock: str) -> list[str]:
+    """QEMU's arguments for the board's ``clock``: none for the host's, the icount of
+    :func:`lisa_ext.vboard.qemu_build.icount_args` for the virtual one."""
+    return qemu_build.icount_args() if clock == "virtual" else []
 
 
 def _machine_args(machine: QemuMachine) -> list[str]:
     """What decides the hardware QEMU emulates (and so the device tree it generates) and its clock."""
-    clock = virtual_clock(machine.arch)[1] if machine.clock == "virtual" else []
+    clock = clock_args(machine.clock)
     if machine.arch == "arm64":
         return ["-machine", "virt,gic-version=3", "-accel", machine.accel, *clock, "-cpu", machine.cpu,
                 "-smp", str(machine.vcpus), "-m", str(machine.memory_mb)]
