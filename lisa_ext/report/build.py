@@ -294,8 +294,8 @@ def _readme(campaign: Campaign, opts: ReportOptions, baseline: str, cmp: pd.Data
     disturbed = host_load.disturbed_runs(campaign.runs)
     if disturbed:
         w("## Runs disturbed by host load (latencies and durations may be inflated)\n\n")
-        w(f"{host_load.warning_line(disturbed)}\n\n")
-        w("".join(f"- `{label}`: {why}\n" for label, why in sorted(disturbed.items())) + "\n")
+        w(f"{markdown(host_load.warning_line(disturbed))}\n\n")
+        w("".join(f"- {code_span(label)}: {markdown(why)}\n" for label, why in sorted(disturbed.items())) + "\n")
     if failed:
         w("## Failed runs (not used)\n\n")
         for run in failed:
