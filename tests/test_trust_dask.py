@@ -23,8 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import psutil
 import pytest
+from distributed import LocalCluster
 
 from lisa_ext.errors import UserError
 from lisa_ext.trace.cluster import LOOPBACK, local_cluster, map_traces
@@ -106,8 +108,6 @@ def as_root():
 def test_unauthenticated_cluster_runs_another_users_code(as_root, tmp_path, capsys):
     """The attempt works: Dask's default cluster runs code for whoever connects. Using
     such a cluster (a plain tcp:// address) works, with one line of warning."""
-    from distributed import LocalCluster
-
     with LocalCluster(n_workers=1, processes=True, threads_per_worker=1, host=LOOPBACK,
                       dashboard_address=None) as cluster:
         results = _attack(cluster.scheduler_address, tmp_path)
@@ -166,8 +166,6 @@ def _wait_for_file(path: Path, procs: list[subprocess.Popen], timeout: float) ->
 def test_remote_tls_scheduler_as_documented(tmp_path, monkeypatch):
     """The docs' credentials and commands give a cluster that map_traces uses over tls://
     once the docs' variables are set, and refuses in one line before."""
-    import dask
-
     # the docs' openssl commands: a lab CA and one key and certificate it signs
     for command in _documented("openssl "):
         subprocess.run(command, shell=True, cwd=tmp_path, check=True, capture_output=True)
