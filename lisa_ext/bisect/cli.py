@@ -24,13 +24,13 @@ def register(subparsers) -> None:
     p.add_argument("--good", required=True, metavar="VARIANT", help="the variant without the regression")
     p.add_argument("--bad", required=True, metavar="VARIANT",
                    help="the variant with it: its kernel's series is the good one's plus patches")
-    p.add_argument("--metric", required=True, metavar="WORKLOAD:METRIC",
-                   help="a workload's metric (hackbench:time), or a trace-derived one "
+    p.add_argument("--metric", required=True, metavar="METRIC",
+                   help="WORKLOAD:METRIC, a workload's metric (hackbench:time), or a trace-derived one "
                         "(idle_miss:too_deep_pct, or WORKLOAD:trace too deep)")
-    p.add_argument("--out", metavar="DIR", help="the bisection's directory (default: data/bisect-<spec name>)")
+    p.add_argument("-o", "--out", metavar="DIR", help="the bisection's directory (default: data/bisect-<spec name>)")
     p.add_argument("--resume", action="store_true", help="continue the bisection in --out")
     p.add_argument("--smoke", action="store_true", help="apply the spec's smoke: overrides")
-    p.add_argument("--target", metavar="CONFIG", help="run on this target config instead of the spec's")
+    p.add_argument("--target", metavar="CONF", help="run on this target config instead of the spec's")
     p.add_argument("--initial", type=int, default=Bounds.initial, metavar="N",
                    help=f"runs per step before the first look (default {Bounds.initial})")
     p.add_argument("--batch", type=int, default=Bounds.batch, metavar="N",
