@@ -183,6 +183,8 @@ def test_icount_args_select_the_per_vcpu_clock():
     assert icount == {"shift": "0", "sleep": "off", "align": "off", "percpu": "on",
                       "quantum": str(qemu_build.QUANTUM_NS)}
     assert args[args.index("-rtc") + 1] == "clock=vm"
+    assert [args[i + 1] for i, arg in enumerate(args) if arg == "-L"] == [
+        "/usr/share/qemu", "/usr/share/seabios", "/usr/lib/ipxe/qemu"]
 
 
 def _require_build() -> None:

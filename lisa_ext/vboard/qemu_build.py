@@ -62,10 +62,13 @@ BUILD_PACKAGES = ("build-essential", "dpkg-dev", "libfdt-dev", "libglib2.0-dev",
 
 
 def icount_args() -> list[str]:
-    """The arguments that give the patched binary its per-vCPU virtual clock: one instruction
-    per guest ns (shift=0), no sleeping in host time when every vCPU idles (the clock jumps to
-    the next timer), and the RTC on that clock too."""
-    return ["-icount", f"shift=0,sleep=off,align=off,percpu=on,quantum={QUANTUM_NS}", "-rtc", "clock=vm"]
+    """The arguments the patched binary runs the board with: its per-vCPU virtual clock (one
+    instruction per guest ns, shift=0; no sleeping in host time when every vCPU idles, the clock
+    jumps to the next timer), the RTC on that clock too, and Debian's firmware directories (the
+    binary runs from the cache, where QEMU's relocatable search path finds none)."""
+    firmware = [arg for directory in _FIRMWARE_PATH.split(":") for arg in ("-L", directory)]
+    return ["-icount", f"shift=0,sleep=off,align=off,percpu=on,quantum={QUANTUM_NS}", "-rtc", "clock=vm",
+            *firmware]
 
 
 def patches() -> list[Path]:
