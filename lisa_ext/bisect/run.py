@@ -198,8 +198,8 @@ class Bisector:
             self.results[n] = StepResult(n, st.BAD, bad)
             self.echo(f"bisect: ends after {len(good)}+{len(bad)} runs: good {check.good_mean:.4g}, "
                       f"bad {check.bad_mean:.4g} {self.unit}, Welch p = {check.p_value:.3g}")
+            self.write_page("in progress" if check.significant else "measuring the ends")
             if check.significant:
-                self.write_page("in progress")
                 return good, bad
         self.write_page("refused: the ends do not differ")
         raise UserError(f"bisect: {self.good_name} and {self.bad_name} do not differ on {self.metric.label} after "
