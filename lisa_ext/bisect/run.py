@@ -153,7 +153,7 @@ class Bisector:
         names: set[str] = set()
         for j in range(len(self.bounds.sizes())):
             out = self.batch_dir(k, j)
-            if not CampaignStore(out).exists():
+            if not CampaignStore(out).runs_dir.is_dir():  # not started, or stopped before its first run
                 break
             campaign = read_campaign(out, allow_empty=True)
             errors += [f"{r.label}: {r.result.error}" for r in campaign.failed_runs]
