@@ -9,7 +9,7 @@
 #   board   the studies at smoke size and the board's own checks, on the cache's board
 #   host    every test without the vboard marker, beside `board`; then
 #   board2  the other board tests, on a second board beside `board`: its own cache
-#           ($cache-board2, sharing the kernel builds, ccache and tool builds) and SSH port
+#           ($cache-board2, sharing the kernel, tool and QEMU builds and ccache) and SSH port
 #   arm64   the arm64 board's tests (marker arm64; LISA_EXT_TEST_ARM64=0 leaves them out), once
 #           `board` is done: its kernels are cross-built on the core `board` used, its own cache
 #           ($cache-arm64, sharing the same builds) and SSH port, beside the end of `board2`
@@ -46,9 +46,9 @@ run() {  # NAME MARKER ARGS...: one pytest, its lines prefixed with NAME
     return "$rc"
 }
 
-board_cache() {  # CACHE: another board's cache, whose kernels, ccache and tools are the first's
+board_cache() {  # CACHE: another board's cache, whose kernels, ccache, tools and QEMU builds are the first's
     mkdir -p "$1"
-    for shared in kernels ccache tools; do
+    for shared in kernels ccache tools qemu; do
         mkdir -p "$cache/$shared"
         [ -e "$1/$shared" ] || ln -s "$cache/$shared" "$1/$shared"
     done

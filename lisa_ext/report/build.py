@@ -46,7 +46,8 @@ from lisa_ext.report.readable import metric_label
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
 
-__all__ = ["REPORT_DIR", "ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics"]
+__all__ = ["REPORT_DIR", "REPORT_MARKER", "ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics",
+           "report_replace_refusal"]
 
 #: where a campaign's report lives, inside its campaign directory
 REPORT_DIR = "report"
