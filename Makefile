@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-studies test-arm64 setup system-packages venv bench bench-kernel fuzz lab lock clean
+.PHONY: run test test-studies test-arm64 test-bisect setup system-packages venv bench bench-kernel fuzz lab lock clean
 
 run: setup
 	$(BIN)/lisa-ext quickstart
@@ -23,6 +23,10 @@ test-studies: setup
 # (kernel cross-build 7, tests 7)
 test-arm64: setup
 	$(BIN)/python -m pytest -m arm64
+
+# the bisect board test (marker manual; make test leaves it out): ~20 min on a loaded 2-core host
+test-bisect: setup
+	$(BIN)/python -m pytest -m manual tests/test_bisect_board.py
 
 setup: system-packages venv
 

@@ -55,7 +55,7 @@ board_cache() {  # CACHE: another board's cache, whose kernels, ccache, tools an
 }
 
 started=$SECONDS
-board_markers="vboard and not arm64"
+board_markers="vboard and not arm64 and not manual"  # manual: by hand (make test-bisect)
 run build "$board_markers" "$@" "${build_tests[@]}"
 build_rc=$?
 board_then_arm64() {  # the first board's tests, then the arm64 board's on the core it freed
@@ -72,7 +72,7 @@ board_then_arm64() {  # the first board's tests, then the arm64 board's on the c
 }
 board_then_arm64 "$@" &
 board_pid=$!
-run host "not vboard and not arm64" "$@"
+run host "not vboard and not arm64 and not manual" "$@"
 host_rc=$?
 board_cache "$second_cache"
 LISA_EXT_CACHE=$second_cache LISA_EXT_VBOARD_PORT=$second_port run board2 "$board_markers" "${ignored[@]}" "$@"
