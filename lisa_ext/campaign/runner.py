@@ -225,6 +225,7 @@ class CampaignRunner:
                 raise UserError(f"{store.root} was run on the {clock} board clock; resume it with --board-clock "
                                 f"{clock}, or run {self.spec.board_clock} into another directory")
             self.state["board_clock"] = self.spec.board_clock
+
     def _save_state(self) -> None:
         self.store.write_state(self.state)
 
