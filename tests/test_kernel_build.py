@@ -118,7 +118,8 @@ def test_status_says_which_variants_share_the_baseline_build(baseline, tmp_path)
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     lines = {line.split()[0]: line for line in r.stdout.splitlines()}
     for variant in ("iowait-boost/menu-boost", "iowait-boost/teo-boost"):
-        assert re.match(rf"{variant}\s+built {baseline.hash[:12]}\b", lines[variant]), lines[variant]
+        assert re.match(rf"{variant} \(kernels/iowait-boost/[\w.-]+\.yml\)\s+built {baseline.hash[:12]}\b",
+                        lines[variant]), lines[variant]
     assert "one build with iowait-boost/menu-boost" in lines["iowait-boost/teo-boost"]
     patch = tmp_path / "0001-unseen.diff"
     patch.write_text(f"# {uuid.uuid4().hex}\n")
