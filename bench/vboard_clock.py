@@ -16,6 +16,10 @@ run directory and SSH port of its own, so a board already up is left alone. Host
 each step is printed too (what the instruction clock costs).
 
     .venv/bin/python bench/vboard_clock.py [--clock stock|percpu|both] [--repeat N] [--runtime S] [--patched QEMU]
+
+``--smoke`` (what ``make test`` runs so that the benchmark cannot rot) builds and boots nothing: it
+times the cache's lookup of the patched QEMU and asks that binary its version, when this cache
+already holds it.
 """
 
 from __future__ import annotations
@@ -147,6 +151,26 @@ def measure(clock: str, repeat: int, runtime: int, patched: str | None) -> None:
             board.down()
 
 
+def smoke() -> int:
+    """The cached patched QEMU's lookup and version, only when this cache already holds it."""
+    import subprocess
+
+    from lisa_ext.vboard import qemu_build
+    from lisa_ext.workbench import cache_root
+
+    root = cache_root() / "qemu" / qemu_build.build_key(qemu_build.debian_source_version())
+    if not (root / "bin").is_dir():
+        print(f"skipped: no virtual-clock QEMU built in {root} yet, and --smoke builds nothing")
+        return 0
+    started = time.monotonic()
+    binary = qemu_build.virtual_clock_qemu("x86_64")
+    looked_up = time.monotonic() - started
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60,
+                             check=True).stdout.splitlines()[0]
+    print(f"virtual-clock QEMU lookup (cached): {looked_up * 1e3:.1f} ms; {version}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clock", choices=("stock", "percpu", "both"), default="both")
@@ -154,7 +178,11 @@ def main() -> int:
     parser.add_argument("--runtime", type=int, default=3, help="schbench guest seconds per run")
     parser.add_argument("--patched", metavar="QEMU", help="a patched qemu-system-x86_64 to use instead of "
                         "building one (lisa_ext.vboard.qemu_build)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="build and boot nothing: the cached patched QEMU's lookup, if it is built")
     args = parser.parse_args()
+    if args.smoke:
+        return smoke()
     for clock in (("percpu", "stock") if args.clock == "both" else (args.clock,)):
         measure(clock, args.repeat, args.runtime, args.patched)
     return 0
