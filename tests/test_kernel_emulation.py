@@ -206,11 +206,12 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     # The hold comes after the waking interrupt ran; the woken task must not be charged it as
     # running time (kernels/patches/board/0002-*): over its 4 ms sleeps, the runtime charged from
     # just before each sleep to just after it is the syscalls', a small part of the sleeps'
-    # lateness, which includes the holds: 0.15 of it here on a quiet host, 0.54 on a kernel without
-    # that patch.
+    # lateness, which includes the holds: 0.15 of it here on a quiet host, 0.39 in a CI-like run
+    # beside the host's tests (the syscalls' guest time grows with host load on the host's clock),
+    # 0.54 on a quiet host with a kernel without that patch.
     sleeps, charged_ns, late_ns = map(int, sysfs["SLEEPS"].split())
     print(f"{sleeps} sleeps of 4 ms: {late_ns / sleeps / 1e3:.0f} us late, {charged_ns / sleeps / 1e3:.0f} us charged")
-    assert 0 < charged_ns < 0.3 * late_ns
+    assert 0 < charged_ns < 0.45 * late_ns
 
 
 def test_iowait_boost_cap_knob(init_binary, tmp_path):
