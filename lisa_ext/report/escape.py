@@ -24,6 +24,8 @@ from __future__ import annotations
 import html as _html
 import re
 
+from lisa_ext import errors
+
 __all__ = ["code_span", "html", "hv_title", "latex", "markdown", "mathtext", "one_line", "script"]
 
 #: what ends a line for a Markdown renderer or a reader: a newline would end a table row
@@ -75,8 +77,9 @@ def latex(text: object) -> str:
 def one_line(text: object) -> str:
     """``text`` as one line of a plain-text table: every control character (newline, tab,
     a terminal's escape sequence) written as its Python escape, so a name cannot add a row
-    of its own or drive the terminal it is printed on."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    of its own or drive the terminal it is printed on (the rule of every error message,
+    :func:`lisa_ext.errors.one_line`)."""
+    return errors.one_line(str(text))
 
 
 def script(text: str) -> str:
