@@ -43,7 +43,7 @@ from lisa_ext.report.readable import readable_table
 from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
 from lisa_ext.target import CLOCKS, CLOCKS_HELP
-from lisa_ext.vboard.timing import TIMINGS, TIMINGS_HELP
+from lisa_ext.target.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",

@@ -16,7 +16,7 @@ from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.target import CLOCKS, CLOCKS_HELP, TargetConfig, connect
-from lisa_ext.vboard.timing import TIMINGS, TIMINGS_HELP
+from lisa_ext.target.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import shown_path
 
 __all__ = ["register"]

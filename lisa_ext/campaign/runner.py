@@ -56,8 +56,8 @@ from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.schema import load_yaml
 from lisa_ext.target import kernel_provenance, lisa_platform_info, platform_provenance, tool_versions, tracefs_root
+from lisa_ext.target.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params, timing_knobs, timing_of
 from lisa_ext.trace import PLATFORM_FILE
-from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params, timing_knobs, timing_of
 
 __all__ = ["CampaignInterrupted", "CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
 

@@ -46,7 +46,7 @@ from lisa_ext.kernel.spec import load_spec as load_kernel_spec
 from lisa_ext.knobs import knob_problem
 from lisa_ext.target import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK
 from lisa_ext.target.config import TargetConfig
-from lisa_ext.vboard.timing import DEFAULT_TIMING, TIMINGS, TIMINGS_HELP
+from lisa_ext.target.timing import DEFAULT_TIMING, TIMINGS, TIMINGS_HELP
 
 __all__ = ["ORDERS", "CampaignSpec", "TraceSpec", "VariantSpec", "WorkloadSpec", "load_spec", "merge_options",
            "stored_spec_matches"]
@@ -235,7 +235,7 @@ class CampaignSpec:
     report: dict[str, Any] = field(default_factory=dict)
     """The report's settings (``report:``): baseline, test, mean, alpha."""
     board_timing: str = DEFAULT_TIMING
-    """The virtual board's timing (:mod:`lisa_ext.vboard.timing`), ``board-timing:`` or the override."""
+    """The virtual board's timing (:mod:`lisa_ext.target.timing`), ``board-timing:`` or the override."""
     board_clock: str = DEFAULT_CLOCK
     """The clock the target is asked to run on (:attr:`lisa_ext.target.Target.clock`),
     ``board-clock:`` or the override."""

@@ -29,7 +29,7 @@ from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers
 from lisa_ext.stats import MeanKind, mean_of
 from lisa_ext.stats.change import pct_change_ci
 from lisa_ext.stats.verdict import AGREES, NO_VERDICT, OPPOSITE, WITHIN_NOISE, direction_verdict, sign_of
-from lisa_ext.vboard.timing import timing_of
+from lisa_ext.target.timing import timing_of
 
 __all__ = ["EMPTY_CELL", "SAMPLES", "beside_rfc", "campaign_platform", "campaign_timing", "concat_rows",
            "direction", "direction_sentence", "rfc_arithmetic", "rows_from_metrics", "show_beside_rfc", "styled",
@@ -66,7 +66,7 @@ def _timing(runs, names: set[str]) -> str | None:
 
 
 def campaign_timing(campaign_dir: str | os.PathLike) -> str | None:
-    """The virtual board's timing (:mod:`lisa_ext.vboard.timing`) a campaign's runs had:
+    """The virtual board's timing (:mod:`lisa_ext.target.timing`) a campaign's runs had:
     ``faithful``, ``decisions``, both joined by `` + ``, or None off the board."""
     runs = read_campaign(Path(campaign_dir)).ok_runs
     return _timing(runs, _platform_names(runs))

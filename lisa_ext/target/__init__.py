@@ -6,6 +6,7 @@
   Linux board over SSH; :mod:`~lisa_ext.target.devlib_target` -- this machine and Android
   devices, and the LISA/devlib connection every kind opens (host keys checked on each);
 - :mod:`~lisa_ext.target.facts` -- kernel, cache and tool facts for provenance and checks.
+- :mod:`~lisa_ext.target.timing` -- the emulation modules' timing switch and parameters.
 
 :func:`open_target` asks each implementation, most specific first, whether it
 serves a config: nothing else decides which kind of target a config is. A new

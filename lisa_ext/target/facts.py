@@ -14,7 +14,7 @@ from typing import Any
 
 from lisa_ext.compat import import_lisa
 from lisa_ext.running_kernel import probe_running_kernel
-from lisa_ext.vboard.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
+from lisa_ext.target.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
 
 __all__ = ["idle_state_names", "kernel_provenance", "lisa_platform_info", "llc_domains", "parse_platform_facts",
            "platform_provenance", "tool_versions", "tracefs_root"]
@@ -38,7 +38,7 @@ def kernel_provenance(target) -> dict:
     """Kernel release, version, command line (:mod:`lisa_ext.running_kernel`'s
     probe), machine, a hash of its config when readable, and the parameters of the
     board's emulation modules (``emulation``: ``{module: {parameter: value}}``, empty
-    on other targets; :mod:`lisa_ext.vboard.timing`)."""
+    on other targets; :mod:`lisa_ext.target.timing`)."""
     running = probe_running_kernel(
         lambda command: target.execute(command, as_root=True, check_exit_code=False))
     release = running.release

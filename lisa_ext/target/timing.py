@@ -14,6 +14,10 @@ it) on targets that run the modules, and records what the modules report in each
 board up by hand: ``lisa-ext vboard ssh 'echo faithful > /sys/module/lisa_emu_cpufreq/parameters/timing'``
 (and the same for ``lisa_emu_cpuidle``), until its next boot: the modules load with ``decisions``.
 How closely the faithful board pays the tables: docs/vboard.md#calibration.
+
+The switch belongs to the emulation modules a target's kernel loads (a kernel variant brings them
+to any Linux target), not to the QEMU board: campaigns, studies and provenance read it here
+without naming the board.
 """
 
 from __future__ import annotations
