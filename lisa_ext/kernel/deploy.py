@@ -16,8 +16,9 @@ number and timestamp) and, when both sides know it, the GNU build id read from
 ``/sys/kernel/notes``. A mismatch raises instead of letting a campaign measure
 the wrong kernel. The variant's runtime knobs are written and read back last.
 
-The variant is built for the target's architecture: the virtual board's (x86_64
-or arm64), ``uname -m`` of a Linux target, arm64 for Android.
+The variant is built for the architecture the target names
+(:meth:`lisa_ext.target.Target.kernel_arch`: the virtual board's own, x86_64 or
+arm64; ``uname -m`` of a Linux target; arm64 for Android).
 
 :func:`deploy_variant` returns a provenance dict that campaigns store beside
 their results.
@@ -37,7 +38,6 @@ from lisa_ext.knobs import KnobError, apply_knobs
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
 from lisa_ext.staged_modules import find_release_dir
 from lisa_ext.target import BootImage, Target, TargetCommandError, open_target
-from lisa_ext.target.board import BoardTarget
 
 __all__ = [
     "DeployError",
@@ -58,28 +58,8 @@ class DeployError(UserError):
 
 # -- build and checks ---------------------------------------------------------
 
-#: ``uname -m`` -> kernel architecture
-_MACHINES = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
-
-
 def _build(spec_path: Path, arch: str):
     return build_variant(spec_path, log=log.info, arch=arch)
-
-
-def _target_arch(target: Target) -> str:
-    """The kernel architecture a variant must be built for to run on ``target``."""
-    if isinstance(target, BoardTarget):
-        return target.board.arch
-    if target.kind == "android":
-        return "arm64"
-    try:
-        machine = target.execute("uname -m", timeout=60).strip()
-    except TargetCommandError as exc:
-        raise DeployError(f"{target.description}: cannot read its architecture (uname -m): {exc}") from None
-    if machine not in _MACHINES:
-        raise DeployError(f"{target.description} is a {machine!r} machine: lisa-ext builds kernels for "
-                          f"{', '.join(sorted(set(_MACHINES.values())))}")
-    return _MACHINES[machine]
 
 
 def _release_dir(artefacts) -> Path:
@@ -238,7 +218,7 @@ def deploy_variant(target: Target | str | os.PathLike, spec_path: str | os.PathL
     if isinstance(target, (str, os.PathLike)):
         target = open_target(target)
     spec_path = Path(spec_path)
-    artefacts = _build(spec_path, _target_arch(target))
+    artefacts = _build(spec_path, target.kernel_arch())
     label = str(getattr(artefacts, "name", "") or spec_path.stem)
     provenance = deploy_artefacts(target, artefacts, method=method, label=label)
     provenance["spec"] = str(spec_path)

@@ -136,6 +136,10 @@ class BoardTarget(SshTarget):
 
     # -- kernels ------------------------------------------------------------------
 
+    def kernel_arch(self) -> str:
+        """The board's architecture: known without asking the guest, which may not be up yet."""
+        return self.board.arch
+
     def kernel_cmdline(self, extra: str) -> str:
         return self.board.kernel_cmdline(extra)
 

@@ -37,7 +37,7 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint, Trust, open_paramiko
 from lisa_ext.target.config import TargetConfig
-from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, refuse_clock
+from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, machine_arch, refuse_clock
 from lisa_ext.workbench import cache_root
 
 __all__ = ["DevlibTarget", "close_connection", "connect_lisa", "private_directory", "reconnect_lisa"]
@@ -274,6 +274,10 @@ class DevlibTarget:
 
     def pull(self, remote: str, local: str | Path) -> None:
         self._lisa.pull(remote, str(local))
+
+    def kernel_arch(self) -> str:
+        # an Android device boots the arm64 Image (fastboot); this machine says what it is
+        return "arm64" if self.kind == "android" else machine_arch(self)
 
     def kernel_cmdline(self, extra: str) -> str:
         return extra  # the boot image's own command line comes first (mkbootimg --cmdline)

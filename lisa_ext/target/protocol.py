@@ -26,7 +26,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint
 
 __all__ = ["Background", "BootFallback", "BootImage", "BusyTarget", "MAX_TIME_SCALE", "Target", "TargetCommandError",
-           "TargetTimeout", "refuse_clock"]
+           "TargetTimeout", "machine_arch", "refuse_clock"]
 
 #: the most a target may stretch host-side waits (:attr:`Target.time_scale`): a busy guest on the
 #: virtual clock was measured 3-25x slower than the host; past this a guest counts as hung
@@ -38,6 +38,22 @@ def refuse_clock(target: "Target", clock: str) -> None:
     if clock != "host":
         raise UserError(f"{target.description} runs on its own clock: board-clock {clock} is the "
                         "virtual board's (target-configs/vboard.yml)")
+
+
+#: ``uname -m`` -> kernel architecture
+_MACHINES = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def machine_arch(target: "Target") -> str:
+    """:meth:`Target.kernel_arch` of a Linux machine that says what it is: its ``uname -m``."""
+    try:
+        machine = target.execute("uname -m", timeout=60).strip()
+    except TargetCommandError as exc:
+        raise UserError(f"{target.description}: cannot read its architecture (uname -m): {exc}") from None
+    if machine not in _MACHINES:
+        raise UserError(f"{target.description} is a {machine!r} machine: lisa-ext builds kernels for "
+                        f"{', '.join(sorted(set(_MACHINES.values())))}")
+    return _MACHINES[machine]
 
 
 class TargetCommandError(RuntimeError):
@@ -132,6 +148,10 @@ class Target(Protocol):
     def push(self, local: str | Path, remote: str) -> None: ...
 
     def pull(self, remote: str, local: str | Path) -> None: ...
+
+    def kernel_arch(self) -> str:
+        """The architecture a kernel must be built for to run here (kernel ARCH names: ``x86_64``,
+        ``arm64``); :class:`~lisa_ext.errors.UserError` when it is one lisa-ext does not build for."""
 
     def kernel_cmdline(self, extra: str) -> str:
         """The command line a kernel boots with here, given a variant's ``extra`` part."""

@@ -25,7 +25,7 @@ from lisa_ext.ssh import SSH_FAILED, Endpoint, HostKeyError, SshClient
 from lisa_ext.staged_modules import modules_tarball
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.devlib_target import close_connection, connect_lisa, reconnect_lisa
-from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, refuse_clock
+from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, machine_arch, refuse_clock
 
 __all__ = ["SshTarget", "merge_cmdline"]
 
@@ -152,6 +152,9 @@ class SshTarget:
                                      f"{proc.stderr.decode(errors='replace').strip()}")
 
     # -- kernels ------------------------------------------------------------------
+
+    def kernel_arch(self) -> str:
+        return machine_arch(self)
 
     def kernel_cmdline(self, extra: str) -> str:
         return merge_cmdline(self.execute("cat /proc/cmdline", timeout=60).strip(), extra)
