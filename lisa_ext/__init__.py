@@ -20,7 +20,7 @@ that do not import each other)::
     target               # target configs, the target protocol and its implementations
     vboard               # the QEMU virtual board
     trace                # ingest: trace.dat / text / systrace -> Arrow tables
-    energy_model | knobs | rfc_numbers | running_kernel | ssh | staged_modules
+    devicetree | energy_model | knobs | rfc_numbers | running_kernel | ssh | staged_modules
     compat | schema | workbench
     lisa_hook            # makes a plain `import lisa` work; runs at start-up
     errors

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from lisa_ext import devicetree as dt
 from lisa_ext.errors import UserError
-from lisa_ext.vboard import devicetree as dt
 from lisa_ext.vboard import qemu
 
 SOC_DTS = """/dts-v1/;

@@ -11,7 +11,7 @@ tree to the base, applies the patches, regenerates the config (``tinyconfig`` +
 ccache in the tree's shared out-of-tree build directory of that architecture
 (``build-<arch>``), so a variant differing by one patched file only recompiles
 what that file touches. An arm64 build also compiles the device trees of the
-SoCs the arm64 board emulates (:data:`lisa_ext.vboard.devicetree.SOCS`) from
+SoCs the arm64 board emulates (:data:`lisa_ext.devicetree.SOCS`) from
 the same tree, as ``make dtbs`` would, into ``dtbs/<soc>.dtb``.
 
 The kernel release is ``<version>-lx<hash[:8]>`` and the build version
@@ -32,12 +32,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lisa_ext.devicetree import SOCS, compile_soc_dtb
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_spec
 from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree, tree_key
-from lisa_ext.vboard.devicetree import SOCS, compile_soc_dtb
 from lisa_ext.workbench import workbench_path
 
 __all__ = [

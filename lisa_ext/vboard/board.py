@@ -7,7 +7,7 @@ names the default SSH port (10022) and the default cache's key.
 
 One board per cache, of either architecture: ``x86_64`` (a q35 machine whose
 sockets are LLC domains) or ``arm64`` (a ``virt`` machine whose device tree
-describes a real SoC's clusters, :mod:`lisa_ext.vboard.devicetree`). A board
+describes a real SoC's clusters, :mod:`lisa_ext.devicetree`). A board
 object made without settings takes the running board's from its state, so
 every process sees the board that runs.
 
@@ -28,11 +28,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from lisa_ext import devicetree
 from lisa_ext.errors import UserError
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
 from lisa_ext.ssh import VBOARD_ALIAS, Endpoint, HostKeyError, SshClient, Trust
 from lisa_ext.workbench import workbench_path
-from lisa_ext.vboard import devicetree, qemu, rootfs
+from lisa_ext.vboard import qemu, rootfs
 
 __all__ = [
     "BoardSettings",

@@ -9,11 +9,11 @@ import os
 import sys
 from pathlib import Path
 
+from lisa_ext.devicetree import SOCS
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
 from lisa_ext.target.board import BoardTarget
 from lisa_ext.vboard.board import BoardSettings, VirtualBoard
-from lisa_ext.vboard.devicetree import SOCS
 from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP
 from lisa_ext.workbench import workbench_path
 

@@ -5,7 +5,7 @@ out as 2 sockets x 2 cores: each socket has its own emulated L3, so the guest
 kernel builds two LLC scheduling domains and workqueue affinity scopes (``cpu``,
 ``smt``, ``cache``, ``numa``, ``system``) really differ. The arm64 guest is a
 ``virt`` machine (GICv3, TCG) booted with a device tree describing a real SoC's
-clusters (:mod:`lisa_ext.vboard.devicetree`); its CPUs all run as the vCPU model
+clusters (:mod:`lisa_ext.devicetree`); its CPUs all run as the vCPU model
 ``cpu`` (QEMU gives every CPU of a machine the same model). Networking is QEMU's
 user-mode stack with ``restrict=on`` (the guest cannot reach anything beyond
 QEMU) and one forward: guest port 22 to a loopback port on the host.
@@ -170,7 +170,7 @@ def qemu_command(machine: QemuMachine) -> list[str]:
     cmd[at:at] = disks
     if arm64:
         if machine.dtb is None:
-            raise UserError("the arm64 board boots with a device tree (lisa_ext.vboard.devicetree)")
+            raise UserError("the arm64 board boots with a device tree (lisa_ext.devicetree)")
         at = cmd.index("-append") + 2
         cmd[at:at] = ["-dtb", str(machine.dtb)]
     return cmd

@@ -30,6 +30,10 @@ as ``lisa-ext,idle-power-uw`` (one value per idle-state index, WFI first) in eac
 The flattened device tree format (``Documentation/devicetree/booting-without-of.rst``, the
 devicetree specification's chapter 5) is read and written here directly: a few dozen lines, no
 dependency, and the tree is edited as data rather than as dts text.
+
+It sits beneath both of its users: an arm64 kernel build compiles the SoCs' trees from its own
+source (:func:`compile_soc_dtb`, into the cached artefacts, whatever target they are for) and the
+board grafts them; neither imports the other for it.
 """
 
 from __future__ import annotations
