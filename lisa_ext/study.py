@@ -290,8 +290,10 @@ def check_page_outputs(out_html: Path) -> None:
                             "it is not overwritten: choose another -o")
 
 
-def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any]) -> Path:
-    """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML."""
+def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any], *,
+                     show_code: bool = False) -> Path:
+    """Execute ``notebook`` with papermill (cwd = the output directory), export it as offline HTML
+    (its code cells' source only with ``show_code``: :func:`export_notebook`)."""
     check_page_outputs(out_html)
     skip_iri_format_checker()
     # deferred: see the note under __all__
@@ -310,7 +312,7 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any])
         error = " ".join(f"{exc.ename}: {exc.evalue}".split())
         raise NotebookFailed(notebook, f"cell {number}", f"{error[:500]}; the notebook as far as it ran: "
                                                          f"{executed}") from None
-    return export_notebook(nbformat.read(executed, as_version=4), out_html)
+    return export_notebook(nbformat.read(executed, as_version=4), out_html, show_code=show_code)
 
 
 class NotebookFailed(SpecError):
@@ -333,8 +335,15 @@ _LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
                    "application/vnd.holoviews_exec.v0+json"}
 
 
-def export_notebook(nb, out_html: Path) -> Path:
-    """An executed notebook (``nbformat`` node) as one offline HTML page."""
+#: the tag of a cell whose output is a figure; the page check fails such a cell that rendered nothing
+FIGURE_TAG = "figure"
+_FIGURE_CALL = re.compile(r"\bshow_figure\s*\(")
+
+
+def export_notebook(nb, out_html: Path, *, show_code: bool = False) -> Path:
+    """An executed notebook (``nbformat`` node) as one offline HTML page: its narrative, tables and
+    figures; the code cells' source too only with ``show_code`` (a reader of a study's page reads
+    results; the code is in the notebook beside the spec)."""
     skip_iri_format_checker()
     # deferred: see the note under __all__
     from nbconvert import HTMLExporter
@@ -343,6 +352,7 @@ def export_notebook(nb, out_html: Path) -> Path:
     exporter.log.setLevel(logging.ERROR)  # e.g. "alternative text is missing" per figure
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
+    exporter.exclude_input = not show_code
     nb = copy.deepcopy(nb)
     if any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
         # papermill keeps the notebook's defaults above the values it ran with: show what ran
@@ -353,6 +363,11 @@ def export_notebook(nb, out_html: Path) -> Path:
         # self-contained iframes and must work offline
         cell["outputs"] = [o for o in cell.get("outputs", [])
                            if not _LIVE_ONLY_MIME.intersection(o.get("data", {}))]
+        if not show_code and cell.get("cell_type") == "code" and _FIGURE_CALL.search(cell.get("source", "")):
+            # the page check finds a show_figure call in the source; hidden, the cell says it by its tag
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            if FIGURE_TAG not in tags:
+                tags.append(FIGURE_TAG)
     body, _resources = exporter.from_notebook_node(nb)
     # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
     body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)
@@ -365,9 +380,9 @@ def export_notebook(nb, out_html: Path) -> Path:
 def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = True,
               progress: bool = True, smoke: bool = False,
               target: str | os.PathLike | None = None, board_timing: str | None = None,
-              board_clock: str | None = None, echo=print) -> Path:
+              board_clock: str | None = None, show_code: bool = False, echo=print) -> Path:
     """Run (or resume) the study's campaign, write its report into ``campaign_dir/report``,
-    execute its notebook (which reads the report) into ``out_html``."""
+    execute its notebook (which reads the report) into ``out_html`` (with its code: ``show_code``)."""
     check_page_outputs(out_html)  # before the campaign runs
     if not run and not CampaignStore(campaign_dir).has_runs():
         _name_the_other_size(study, Path(campaign_dir), smoke)
@@ -380,7 +395,7 @@ def run_study(study: Study, campaign_dir: Path, out_html: Path, *, run: bool = T
     echo(f"{study.name} report: {report}")
     return execute_notebook(study.notebook, out_html,
                             {"campaign_dir": str(Path(campaign_dir).resolve()),
-                             "report_dir": str(report.resolve()), "smoke": smoke})
+                             "report_dir": str(report.resolve()), "smoke": smoke}, show_code=show_code)
 
 
 def _name_the_other_size(study: Study, campaign_dir: Path, smoke: bool) -> None:
@@ -415,7 +430,7 @@ def _run(args: argparse.Namespace) -> int:
         print(run_campaign(spec, data, fresh=True, progress=not args.no_progress).line())
     html = run_study(study, data, out, run=not (args.no_run or args.fresh), progress=not args.no_progress,
                      smoke=args.smoke, target=args.target, board_timing=args.board_timing,
-                     board_clock=args.board_clock)
+                     board_clock=args.board_clock, show_code=args.show_code)
     print(f"{study.name} page: {html.resolve()}")
     return 0
 
@@ -434,11 +449,14 @@ def _new(args: argparse.Namespace) -> int:
         page = output_dir() / "out" / f"{study.name}.html"
         execute_notebook(study.notebook, page, {"campaign_dir": str(study.default_data()),
                                                 "report_dir": str(page.with_name(f"{study.name}-report")),
-                                                "smoke": False})
+                                                "smoke": False}, show_code=args.show_code)
         print(f"page, on the committed sample campaign until the study has runs: {page}")
     print(f"next: lisa-ext campaign check notebooks/{args.name}.yml, then lisa-ext study run {args.name} --smoke "
           "(docs/your-own-study.md)")
     return 0
+
+
+_SHOW_CODE_HELP = "show the notebook's code cells on the page (default: narrative, tables and figures only)"
 
 
 def register(subparsers) -> None:
@@ -472,6 +490,7 @@ def register(subparsers) -> None:
     run.add_argument("--board-clock", choices=CLOCKS, metavar="{host,virtual}",
                      help=f"the virtual board's clock, instead of the spec's ({CLOCKS_HELP})")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--show-code", action="store_true", help=_SHOW_CODE_HELP)
     run.set_defaults(func=_run)
     new = sub.add_parser("new", help="start a study: spec, kernel variants or knob values, notebook",
                          description="Write notebooks/NAME.yml (campaign spec), notebooks/NAME.ipynb (its page: "
@@ -490,4 +509,5 @@ def register(subparsers) -> None:
     new.add_argument("--target", metavar="CONF", default="../target-configs/vboard.yml",
                      help="target config, relative to notebooks/ (default: the virtual board)")
     new.add_argument("--no-render", action="store_true", help="do not render the page on the sample")
+    new.add_argument("--show-code", action="store_true", help=_SHOW_CODE_HELP)
     new.set_defaults(func=_new)

@@ -45,8 +45,9 @@ def test_a_figure_cell_that_rendered_nothing_is_found(tmp_path):
         _code("fig", tags=("figure",)),
         _code("study.show_figure(fig)", outputs=[nbformat.v4.new_output("display_data", {"text/html": svg})]),
     ]
-    page = study.export_notebook(nb, tmp_path / "page.html")
-    found = page_check.check_page(page)
+    # the code shown: the check finds show_figure in the source (hidden, by the tag export adds)
+    page = study.export_notebook(nb, tmp_path / "page.html", show_code=True)
+    found = page_check.check_page(page, show_code=True)
     assert found.seen["figure_cells"] == 3, found.seen
     missing = [f for f in found.findings if f["check"] == "missing figure"]
     assert [f["where"].split()[:2] for f in missing] == [["cell", "0"], ["cell", "1"]], found.report()
