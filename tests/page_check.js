@@ -215,6 +215,7 @@
           add("bare index", where, `rows numbered ${values[0]}..${values[values.length - 1]}`);
         }
       }
+      checkTableCells(table, where);
       table.querySelectorAll("th, td").forEach((cell) => {
         const text = clean(cell.textContent);
         const rows = Array.from(cell.closest("tbody") ? [cell] : []);
@@ -227,6 +228,79 @@
         }
       });
     }));
+  }
+
+  // two parenthesised qualifiers side by side: "energy (board model) (J)" reads "energy (board model, J)"
+  const TWO_UNITS = /\([^()]*\)\s*\([^()]*\)/;
+  // an interval reported as unbounded must say why ("unbounded: too few runs")
+  const BARE_UNBOUNDED = /^unbounded\W*$/i;
+  // separators a name may wrap at; a line break anywhere else splits a word
+  const SEPARATORS = /[\s\-_/.,:=+|]+/;
+
+  function brokenWord(cell) {
+    // a word spanning two line boxes: its range has client rects on different lines
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode, text = node.nodeValue;
+      const re = new RegExp(SEPARATORS.source, "g");
+      let start = 0, m;
+      const words = [];
+      while ((m = re.exec(text)) !== null) {
+        if (m.index > start) words.push([start, m.index]);
+        start = m.index + m[0].length;
+      }
+      if (start < text.length) words.push([start, text.length]);
+      for (const [a, b] of words) {
+        if (b - a < 2) continue;
+        const range = document.createRange();
+        range.setStart(node, a);
+        range.setEnd(node, b);
+        const tops = new Set(Array.from(range.getClientRects()).filter((r) => r.width > 0)
+          .map((r) => Math.round(r.top)));
+        if (tops.size > 1) return text.slice(a, b);
+      }
+    }
+    return null;
+  }
+
+  function checkTableCells(table, where) {
+    const cells = Array.from(table.querySelectorAll("th, td"));
+    cells.forEach((cell) => {
+      const text = clean(cell.textContent);
+      if (!cell.closest("thead") && TWO_UNITS.test(text) && !/\(%\)$/.test(text)) add("unit twice", where, `cell "${text}"`);
+      if (BARE_UNBOUNDED.test(text)) add("unbounded without reason", where, `cell "${text}" does not say why`);
+      const header = cell.tagName === "TH" || cell.classList.contains("l");
+      const word = header && brokenWord(cell);
+      if (word) add("broken word", where, `"${word}" is broken across lines in "${text}"`);
+    });
+    const body = Array.from(table.querySelectorAll("thead, tbody")).map((part) => part.textContent).join(" ");
+    const kinds = new Set((clean(body).match(/\b[ahg]mean\b/gi) || []).map((k) => k.toLowerCase()));
+    if (kinds.size > 1) add("mixed means", where, `one table shows ${Array.from(kinds).sort().join(" and ")}`);
+    const heads = clean(Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent).join(" "));
+    if (/\bknobs?\b/i.test(heads)) {
+      const seenRows = new Set();
+      table.querySelectorAll("tbody tr").forEach((tr) => {
+        const row = Array.from(tr.children).map((c) => clean(c.textContent)).join(" | ");
+        if (seenRows.has(row)) add("duplicated rows", where, `row "${row}" twice`);
+        seenRows.add(row);
+        Array.from(tr.children).forEach((c) => {
+          const items = clean(c.textContent).split(/\s*[,;]\s*/).filter((x) => x);
+          const twice = items.filter((x, i) => items.indexOf(x) !== i);
+          if (twice.length) add("duplicated rows", where, `"${twice[0]}" twice in "${clean(c.textContent)}"`);
+        });
+      });
+    }
+  }
+
+  // --- code cells shown on a page meant to hide them -------------------------------------------
+  function checkHiddenCode() {
+    if (OPTIONS.show_code) return;
+    document.querySelectorAll(".jp-CodeCell .jp-Cell-inputWrapper, .jp-CodeCell .jp-InputArea").forEach((input) => {
+      if (input.closest(".jp-Cell-inputWrapper") !== input && input.closest(".jp-Cell-inputWrapper")) return;
+      const box = input.getBoundingClientRect();
+      const text = clean(input.textContent);
+      if (box.height > 0 && text) add("code shown", describe(input), `code cell shown: ${text.slice(0, 80)}`);
+    });
   }
 
   // --- figure cells that showed nothing --------------------------------------------------------
@@ -309,6 +383,7 @@
       });
       checkTables();
       checkFigureCells();
+      checkHiddenCode();
       checkNoise();
       checkSmokeBanner();
     } catch (e) {

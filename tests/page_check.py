@@ -24,7 +24,14 @@ findings, each a ``check``, ``where`` (cell, element) and ``detail``:
     frame (a figure built but never displayed);
 ``log box``, ``duplicated parameters``, ``smoke banner``
     a warning, traceback or log line in an output, both papermill parameter cells shown, a
-    smoke page not saying first that its numbers check the pipeline.
+    smoke page not saying first that its numbers check the pipeline;
+``code shown``
+    a code cell's source on a page exported without ``--show-code`` (``show_code`` false);
+``unit twice`` (in cells), ``broken word``, ``unbounded without reason``, ``mixed means``, ``duplicated rows``
+    "(x) (y)" in a table cell, a name in a header cell broken across lines other than at a
+    separator (``word-break: break-all``, ``overflow-wrap: anywhere``), an interval cell saying
+    only "unbounded", one table quoting two kinds of mean (hmean beside amean), a row or an item
+    twice in a table of knobs.
 
 It also returns where the page's tables and figures are (``regions``), which
 ``docs_screenshots`` crops.
@@ -91,11 +98,13 @@ def _need_chromium() -> None:
 
 
 def check_page(page: Path, *, smoke: bool = False, allowed_header_words: Sequence[str] = (),
-               width: int = 1280, budget_ms: int = 30000) -> PageCheck:
-    """The findings of ``page_check.js`` on ``page`` (see the module docstring); skips the
-    test where Chromium is not installed (fails in CI)."""
+               show_code: bool = False, width: int = 1280, budget_ms: int = 30000) -> PageCheck:
+    """The findings of ``page_check.js`` on ``page`` (see the module docstring); ``show_code``:
+    the page was exported with its code (``--show-code``). Skips the test where Chromium is not
+    installed (fails in CI)."""
     _need_chromium()
-    options = {"smoke": smoke, "allowed_header_words": list(allowed_header_words), "settle_ms": 3000}
+    options = {"smoke": smoke, "allowed_header_words": list(allowed_header_words), "show_code": show_code,
+               "settle_ms": 3000}
     with tempfile.TemporaryDirectory(prefix="page-check-") as tmp:
         checked = _with_check(Path(page), Path(tmp), options)
         proc = _chromium([f"--window-size={width},1200", f"--virtual-time-budget={budget_ms}",

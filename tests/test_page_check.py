@@ -1,7 +1,9 @@
 """The page check finds what it is meant to: one page with every defect a reader tripped over on
 the study pages (a clipped frame, overlapping figure text, an axis in kHz with 7-digit ticks and
 no unit, idle states by number, a warning box, snake_case headers, a bare index, both parameter
-cells, a smoke page without its banner), and the same page fixed, which it must pass."""
+cells, a smoke page without its banner, a code cell on a page meant to hide code, "(x) (y)" units
+in a cell, a variant name broken mid-word, a bare "unbounded" interval, hmean beside amean, a knob
+read back twice), and the same page fixed, which it must pass."""
 
 from __future__ import annotations
 
@@ -47,6 +49,30 @@ def _figure(bad: bool) -> str:
     return svg_text(fig)
 
 
+def _tables(bad: bool) -> str:
+    """A cover-letter-like table and a knobs table, as the study pages showed them or fixed."""
+    # a narrow header cell: break-all breaks the name anywhere, the default only at its dashes
+    wrap = "word-break:break-all" if bad else "overflow-wrap:normal"
+    name = "no-run-to-parity"
+    rows = ([("energy (board model) (J)", "3.1 ± 0.2 (hmean)", "unbounded"),
+             ("request latency (ms)", "2.0 ± 0.1 (amean)", "-3.0 … +4.0 %")] if bad else
+            [("energy (board model, J)", "3.1 ± 0.2", "unbounded: too few runs"),
+             ("request latency (ms)", "2.0 ± 0.1", "-3.0 … +4.0 %")])
+    body = "".join(f'<tr><th style="width:40px;max-width:40px;{wrap}">{name}</th>'
+                   + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    cover = ("<table><thead><tr><th>Variant</th><th>Metric</th><th>Mean ± sd</th>"
+             f"<th>95 % CI of the change</th></tr></thead><tbody>{body}</tbody></table>")
+    knobs = ([("base", "timing", "faithful"), ("base", "timing", "faithful"),
+              ("base", "scaling governor", "schedutil, schedutil")] if bad else
+             [("base", "/sys/module/lisa_emu_cpuidle/parameters/timing", "faithful"),
+              ("base", "/sys/module/lisa_emu_cpufreq/parameters/timing", "faithful"),
+              ("base", "/sys/devices/system/cpu/cpufreq/policy0/scaling_governor", "schedutil")])
+    knob_rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in knobs)
+    knob_table = ("<table><thead><tr><th>Variant</th><th>Knob</th><th>Read back</th></tr></thead>"
+                  f"<tbody>{knob_rows}</tbody></table>")
+    return f'<div class="jp-OutputArea-output">{cover}</div><div class="jp-OutputArea-output">{knob_table}</div>'
+
+
 def _page(bad: bool) -> str:
     frame = (f'<div style="height:{900 if bad else 100}px">plot</div>')
     iframe = f'<iframe srcdoc="{html.escape(frame)}" style="width:100%;height:300px;border:0"></iframe>'
@@ -59,6 +85,10 @@ def _page(bad: bool) -> str:
     else:
         out.append('<div class="jp-OutputArea-output"><p><b>Smoke run:</b> the numbers check the pipeline.</p></div>')
     out.append(f'<div class="jp-OutputArea-output">{table.to_html()}</div>')
+    out.append(_tables(bad))
+    if bad:
+        out.append('<div class="jp-Cell jp-CodeCell"><div class="jp-Cell-inputWrapper">'
+                   '<pre>page.status()</pre></div></div>')
     out.append(f'<div class="jp-OutputArea-output">{_figure(bad)[_figure(bad).index("<svg"):]}</div>')
     out.append(f'<div class="jp-OutputArea-output">{iframe}</div>')
     if bad:
@@ -83,10 +113,16 @@ def test_every_defect_is_found(checked):
     kinds = {f["check"] for f in checked[True].findings}
     assert kinds == {"clipped", "overlapping text", "axis without unit", "unreadable number",
                      "idle states by number", "legend by number", "raw identifier", "bare index", "log box",
-                     "duplicated parameters", "smoke banner"}, report
+                     "duplicated parameters", "smoke banner", "code shown", "unit twice", "broken word",
+                     "unbounded without reason", "mixed means", "duplicated rows"}, report
     assert "x916 px in a 1264x300 px frame" in report, report  # 900 px of content and the margins
     assert '"after marked tasks" overlaps "after the others"' in report, report
     assert '"1e6" in scientific notation' in report, report  # 1,416,000 kHz: matplotlib's offset
+    assert 'cell "energy (board model) (J)"' in report, report
+    assert 'in "no-run-to-parity"' in report, report
+    assert 'row "base | timing | faithful" twice' in report and '"schedutil" twice' in report, report
+    assert "one table shows amean and hmean" in report, report
+    assert "code cell shown: page.status()" in report, report
 
 
 def test_the_fixed_page_passes(checked):
