@@ -1,7 +1,8 @@
-"""Each kind of target names the architecture a kernel for it is built for (``Target.kernel_arch``).
-
-The kernel layer asks the target, never its kind: the virtual board answers from its own settings
-(up or not), a Linux machine from ``uname -m``, run here in this machine's shell.
+"""What differs between kinds of target is a question to the target (the campaign and kernel
+layers never test its kind): the architecture a kernel for it is built for (``kernel_arch``: the
+virtual board answers from its own settings, up or not; a Linux machine from ``uname -m``, run
+here in this machine's shell) and whether it is this machine (``this_machine``: campaigns on it
+are serialised).
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import subprocess
 
 import pytest
 
+from campaign_helpers import LOCAL_TARGET, require_live
 from lisa_ext.errors import UserError
+from lisa_ext.target import open_target
 from lisa_ext.target.board import BoardTarget
 from lisa_ext.target.protocol import TargetCommandError, machine_arch
+from lisa_ext.target.ssh_target import SshTarget
 from lisa_ext.vboard.board import BoardSettings, VirtualBoard
 
 
@@ -66,3 +70,18 @@ def test_the_board_names_its_own_architecture_without_a_running_guest(arch, tmp_
     board = VirtualBoard(BoardSettings(arch=arch), run_dir=tmp_path / "run")
     assert not board.is_up()
     assert BoardTarget(board=board).kernel_arch() == arch
+
+
+def test_the_board_and_a_linux_board_over_ssh_are_other_machines(tmp_path, monkeypatch):
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path))
+    board = VirtualBoard(BoardSettings(), run_dir=tmp_path / "run")
+    assert BoardTarget(board=board).this_machine is False
+    assert SshTarget(None, None).this_machine is False
+
+
+@pytest.mark.live
+def test_this_machine_is_this_machine():
+    require_live()
+    target = open_target(LOCAL_TARGET)
+    assert target.this_machine is True
+    assert target.kernel_arch() == machine_arch(ShellTarget())

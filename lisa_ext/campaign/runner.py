@@ -456,7 +456,7 @@ class CampaignRunner:
         Only for the local host (an flock, released by the kernel even on SIGKILL); campaigns
         on remote targets are not serialised.
         """
-        if self.session.target.kind != "host":
+        if not self.session.target.this_machine:
             return
         lock_dir = "/run/lock" if os.access("/run/lock", os.W_OK) else "/tmp"
         path = os.path.join(lock_dir, "lisa-ext-campaign.lock")

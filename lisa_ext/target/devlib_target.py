@@ -245,6 +245,7 @@ class DevlibTarget:
         self._lisa = lisa
         self._main_conn = lisa.conn
         self.kind = config.kind
+        self.this_machine = config.kind == "host"
         self.serial = config.conf.get("device")
         self.description = ("this machine" if config.kind == "host"
                             else f"Android device {self.serial or '(default)'}")

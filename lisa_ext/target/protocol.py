@@ -129,6 +129,9 @@ class Target(Protocol):
     """Host seconds a host-side wait on it allows per second of its own time (1 on the host's
     clock; at most :data:`MAX_TIME_SCALE`): what stretches the waits that cannot read its time,
     such as how long a probe waits for an answer."""
+    this_machine: bool
+    """Whether it is the machine lisa-ext runs on: its knobs and load are this host's, so two
+    campaigns on it would rewrite each other's knobs (the runner serialises them)."""
     host_share: float | None
     """Host cores its machine takes from this host (the virtual board's QEMU), None when its time is
     not this host's to disturb (another machine) or its load is the runs' own (this machine)."""

@@ -76,6 +76,7 @@ class SshTarget:
     boot_methods: tuple[str, ...] = ("kexec",)
     clock = "host"
     time_scale = 1.0
+    this_machine = False
     host_share = None
 
     def __init__(self, config: TargetConfig | None, endpoint: Endpoint | None):
