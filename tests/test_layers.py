@@ -3,7 +3,9 @@
 `.importlinter` lists the layers (command modules on top, errors at the bottom); import-linter
 builds the import graph of the package - function-level imports included - and fails on any
 import that runs back up, naming the chain. A new module directly under ``lisa_ext`` or
-``lisa_ext.campaign`` fails too until it is given its layer there.
+``lisa_ext.campaign`` fails too until it is given its layer there. Outside ``lisa_ext.target`` no
+module imports the virtual board's package or a target implementation (the protected contracts)
+nor branches on a kind of target: what differs between kinds is asked of the target.
 """
 
 from __future__ import annotations
@@ -235,6 +237,54 @@ def test_the_import_graph_has_no_cycle():
         if module not in index:
             visit(module)
     assert cycles == []
+
+
+# -- kinds of target ----------------------------------------------------------------------------
+
+
+def _ends_in_target(node: ast.AST) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return name.lower().endswith("target")
+
+
+def kind_tests(source: str, kinds: set[str]) -> list[int]:
+    """Lines of ``source`` that branch on a kind of target: ``isinstance``/``issubclass`` against
+    an implementation named in ``kinds``, or a comparison of a target's ``kind``."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("isinstance", "issubclass") \
+                and len(node.args) == 2:
+            classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            if any((getattr(c, "attr", None) or getattr(c, "id", None)) in kinds for c in classes):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Compare):
+            if any(isinstance(side, ast.Attribute) and side.attr == "kind" and _ends_in_target(side.value)
+                   for side in (node.left, *node.comparators)):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_kind_tests_are_found():
+    kinds = {"BoardTarget", "SshTarget"}
+    source = """
+if isinstance(target, BoardTarget): pass
+if isinstance(t, (int, target_mod.SshTarget)): pass
+if self.session.target.kind != "host": pass
+if isinstance(x, dict) or spec.kind == "fio" or target.description == "x": pass
+"""
+    assert kind_tests(source, kinds) == [2, 3, 4]
+
+
+def test_only_the_target_package_branches_on_a_kind_of_target():
+    """What differs between kinds of target is asked of the target (a method or property of
+    :class:`lisa_ext.target.Target`), never decided by testing its kind outside lisa_ext.target."""
+    from lisa_ext.target import IMPLEMENTATIONS
+
+    kinds = {impl.__name__ for impl in IMPLEMENTATIONS}
+    found = [f"{path.relative_to(ROOT)}:{line}"
+             for path in sorted((ROOT / "lisa_ext").rglob("*.py")) if "target" not in path.relative_to(ROOT).parts
+             for line in kind_tests(path.read_text(), kinds)]
+    assert found == []
 
 
 def test_analyses_are_registered_by_a_declared_entry_point():
