@@ -37,11 +37,12 @@ def _pct(x: float) -> str:
     return f"{'0.0' if text in ('+0.0', '-0.0') else text} %"
 
 
-def _ci(low: float, high: float) -> str:
+def _ci(low: float, high: float, too_few: bool) -> str:
     if math.isnan(low) or math.isnan(high):
         return EMPTY
     if math.isinf(low) or math.isinf(high):
-        return "unbounded"
+        # Fieller's interval is unbounded when the baseline's mean is within its noise of zero
+        return f"unbounded: {'too few runs' if too_few else 'the baseline too noisy'}"
     return f"{_pct(low)[:-2]} … {_pct(high)}"
 
 
@@ -51,7 +52,7 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _mean(row: dict) -> str:
+def _mean(row: dict, tagged: bool = True) -> str:
     value = format_number(row["mean"])
     sd = row["stddev"]
     decimals = decimals_of(row["mean"]) if math.isfinite(row["mean"]) else None
@@ -59,10 +60,10 @@ def _mean(row: dict) -> str:
         decimals = None  # a spread below the mean's last digit keeps its own digits
     spread = f" ± {format_number(sd, decimals)}" if row["mean_kind"] != "gmean" and math.isfinite(sd) else ""
     kind = _MEAN_NAMES[row["mean_kind"]]
-    return f"{value}{spread}" + (f" ({kind})" if kind else "")
+    return f"{value}{spread}" + (f" ({kind})" if kind and tagged else "")
 
 
-def _rows(table: pd.DataFrame, labels: Mapping[str, str] | None) -> list[dict]:
+def _rows(table: pd.DataFrame, labels: Mapping[str, str] | None, tagged: bool = True) -> list[dict]:
     rows = []
     for row in table.to_dict("records"):
         baseline = row["is_baseline"]
@@ -70,9 +71,9 @@ def _rows(table: pd.DataFrame, labels: Mapping[str, str] | None) -> list[dict]:
             "workload": row["workload"],
             "metric": metric_label(row["metric"], row["unit"], labels),
             "variant": row["variant"],
-            "mean": _mean(row),
+            "mean": _mean(row, tagged),
             "change": EMPTY if baseline else _pct(row["pct_change"]),
-            "ci": EMPTY if baseline else _ci(row["pct_ci_low"], row["pct_ci_high"]),
+            "ci": EMPTY if baseline else _ci(row["pct_ci_low"], row["pct_ci_high"], bool(row["too_few"])),
             "p": EMPTY if baseline else _p(row["p_value"]),
             "verdict": row["verdict"],
             "n": str(row["n"]),
@@ -136,13 +137,30 @@ _STYLE = ("<style>.lisa-cover{border-collapse:collapse;font-size:13px}"
           "</style>")
 
 
+#: the mean column's header and why that mean, per kind: a page's table quotes one kind
+_MEAN_HEADERS = {"amean": ("Mean ± sd", ""),
+                 "hmean": ("Hmean ± sd", "Hmean: the harmonic mean, for rates (higher is better): the mean of "
+                                         "the time per unit of work, as mmtests quotes them. "),
+                 "gmean": ("Gmean", "Gmean: the geometric mean, for ratios; no sd. ")}
+
+
 def render_cover_html(table: pd.DataFrame, labels: Mapping[str, str] | None = None) -> str:
-    """A self-styled HTML table: workload and metric cells span their rows, better / worse
-    verdicts coloured, the legend as its caption."""
-    rows = _rows(table, labels)
+    """Self-styled HTML tables, one per kind of mean (its header says which and its caption
+    why): workload and metric cells span their rows, better / worse verdicts coloured, the
+    legend as its caption."""
+    kinds = list(dict.fromkeys(table["mean_kind"])) if len(table) else ["amean"]
+    if len(kinds) == 1:
+        return _cover_html(table, labels, kinds[0])
+    return "".join(_cover_html(table[table["mean_kind"] == kind], labels, kind) for kind in kinds)
+
+
+def _cover_html(table: pd.DataFrame, labels: Mapping[str, str] | None, kind: str) -> str:
+    rows = _rows(table, labels, tagged=False)
     left = {"workload", "metric", "variant", "verdict"}
+    header, why = _MEAN_HEADERS.get(kind, ("Mean ± sd", ""))
+    headers = [header if h == "Mean ± sd" else h for h in _headers(table)]
     head = "".join(f'<th class="{"l" if k in left else ""}">{escape.html(h)}</th>'
-                   for k, h in zip(_KEYS, _headers(table)))
+                   for k, h in zip(_KEYS, headers))
     spans: dict[tuple[int, str], int] = {}
     for key, fields in (("workload", ("workload",)), ("metric", ("workload", "metric"))):
         start = 0
@@ -164,7 +182,7 @@ def render_cover_html(table: pd.DataFrame, labels: Mapping[str, str] | None = No
                 cls.append(row["verdict"])
             cells.append(f'<td class="{" ".join(cls)}">{escape.html(row[key])}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'{_STYLE}<table class="lisa-cover"><caption>{escape.html(_legend(table))}</caption>'
+    return (f'{_STYLE}<table class="lisa-cover"><caption>{escape.html(why + _legend(table))}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from lisa_ext.report import escape
 
-__all__ = ["EMPTY", "decimals_of", "format_number", "metric_label", "page_styler", "readable_table"]
+__all__ = ["EMPTY", "decimals_of", "format_number", "knobs_table", "metric_label", "page_styler", "readable_table"]
 
 #: how an empty cell prints: never "nan"
 EMPTY = "–"
@@ -62,6 +62,9 @@ def metric_label(metric: str, unit: str = "", labels: Mapping[str, str] | None =
     if unit and (f"({unit})" in name or name.split()[-1:] == [unit]):
         unit = ""
     inside = ", ".join(x for x in (source, unit) if x)
+    if inside and re.search(r"\([^()]*\)$", name):
+        # "energy (board model)" in J: one pair of parentheses, "energy (board model, J)"
+        return f"{name[:-1]}, {inside})"
     return f"{name} ({inside})" if inside else name
 
 
@@ -132,6 +135,20 @@ def readable_table(frame: pd.DataFrame, labels: Mapping[str, str] | None = None,
         styler = styler.hide(axis="index")
     return styler
 
+
+def knobs_table(read_back: Iterable[tuple[str, str, str]]):
+    """The knobs read back, for a page, from (variant, knob path, value) per run and knob: one row
+    per variant and path (a cpufreq policy's, a module's knob named by its whole path, so two
+    ``timing`` parameters stay apart), each value read back once (``a; b`` when runs differ)."""
+    values: dict[tuple[str, str], list[str]] = {}
+    for variant, path, value in read_back:
+        seen = values.setdefault((str(variant), str(path)), [])
+        if str(value) not in seen:
+            seen.append(str(value))
+    frame = pd.DataFrame([{"Variant": variant, "Knob": path, "Read back": "; ".join(found)}
+                          for (variant, path), found in values.items()], columns=["Variant", "Knob", "Read back"])
+    # paths in cells, not row headers: they are the target's names, not identifiers to spell out
+    return page_styler(frame, str).hide(axis="index")
 
 
 def page_styler(frame: pd.DataFrame, cell: Callable[[Any], str], *, na_rep: str = EMPTY,
