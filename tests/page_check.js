@@ -273,8 +273,11 @@
       const word = header && brokenWord(cell);
       if (word) add("broken word", where, `"${word}" is broken across lines in "${text}"`);
     });
-    const body = Array.from(table.querySelectorAll("thead, tbody")).map((part) => part.textContent).join(" ");
-    const kinds = new Set((clean(body).match(/\b[ahg]mean\b/gi) || []).map((k) => k.toLowerCase()));
+    // a mean cell ("12.3 ± 1.2", "4.5 (gmean)") is of the kind it names, else of its header's (amean)
+    const headKind = (clean(Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent).join(" "))
+      .match(/\b([ahg]mean)\b/i) || [null, "amean"])[1].toLowerCase();
+    const kinds = new Set(cells.filter((c) => c.tagName === "TD" && /±|\([ahg]mean\)/i.test(c.textContent))
+      .map((c) => (clean(c.textContent).match(/\(([ahg]mean)\)/i) || [null, headKind])[1].toLowerCase()));
     if (kinds.size > 1) add("mixed means", where, `one table shows ${Array.from(kinds).sort().join(" and ")}`);
     const heads = clean(Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent).join(" "));
     if (/\bknobs?\b/i.test(heads)) {
@@ -290,6 +293,23 @@
         });
       });
     }
+  }
+
+  // --- a study's conclusion still the template's placeholder --------------------------------
+  // `lisa-ext study new` writes a conclusion cell (tagged conclusion) holding "TODO conclusion:";
+  // the RFC studies conclude in their narrative and have no such cell
+  function checkConclusion() {
+    document.querySelectorAll(".jp-MarkdownCell").forEach((cell) => {
+      const text = clean(cell.textContent);
+      if (/\bTODO conclusion\b/i.test(text)) {
+        add("conclusion placeholder", describe(cell), `the conclusion is still the template's: ${text.slice(0, 80)}`);
+      }
+    });
+    document.querySelectorAll(".celltag_conclusion").forEach((cell) => {
+      if (!clean(cell.textContent).replace(/^#*\s*conclusion\b¶?/i, "").trim()) {
+        add("conclusion placeholder", describe(cell), "the conclusion cell is empty");
+      }
+    });
   }
 
   // --- code cells shown on a page meant to hide them -------------------------------------------
@@ -384,6 +404,7 @@
       checkTables();
       checkFigureCells();
       checkHiddenCode();
+      checkConclusion();
       checkNoise();
       checkSmokeBanner();
     } catch (e) {

@@ -18,7 +18,8 @@ from lisa_ext.campaign.spec import load_spec
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.spec import load_spec as load_variant
 from lisa_ext.studies.runs import per_run_analysis
-from lisa_ext.studies.template import SAMPLE, write_study
+from lisa_ext.study import execute_notebook
+from lisa_ext.studies.template import CONCLUSION_PLACEHOLDER, CONCLUSION_TAG, SAMPLE, write_study
 
 REPO = Path(__file__).resolve().parents[1]
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
@@ -49,9 +50,9 @@ def test_a_knob_study_is_a_valid_spec_and_a_notebook(workbench):
     assert smoke.iterations == 2 and smoke.workloads[0].options["runtime-s"] == 3
     nb = nbformat.read(written[1], as_version=4)
     nbformat.validate(nb)
-    assert [c.metadata.get("tags") for c in nb.cells if c.metadata.get("tags")] == [["parameters"]]
+    assert [c.metadata.get("tags") for c in nb.cells if c.metadata.get("tags")] == [["parameters"], ["conclusion"]]
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    for call in ("page.status()", "page.cover_table()", "page.wakeup_latency_figure(", "study.explore_run("):
+    for call in ("page.status()", "page.knobs()", "page.cover_table()", "page.wakeup_latency_figure(", "study.explore_run("):
         assert call in code
     assert "BASELINE = 'run-to-parity'" in code and "TASKS = 'exec:schbench'" in code
 
@@ -86,7 +87,7 @@ def test_nothing_is_overwritten(workbench):
         write_study("twice", knob=FEATURES, values=["A", "NO_A"], root=workbench)
 
 
-def test_the_page_renders_on_the_sample_before_any_run(workbench):
+def test_the_page_renders_on_the_sample_before_any_run(workbench, monkeypatch):
     env = dict(os.environ, LISA_EXT_WORKBENCH=str(workbench))
     proc = subprocess.run([str(LISA_EXT), "study", "new", "my-feature", "--knob", FEATURES,
                            "--values", "RUN_TO_PARITY,NO_RUN_TO_PARITY"], capture_output=True, text=True,
@@ -96,8 +97,22 @@ def test_the_page_renders_on_the_sample_before_any_run(workbench):
     assert f"page, on the committed sample campaign until the study has runs: {page}" in proc.stdout
     text = page.read_text()
     assert "Sample data:" in text and "check the pipeline" in text
+    assert "page.status()" not in text  # the code is hidden
     check = page_check.check_page(page)
-    assert check.seen["svg_figures"] and check.seen["bokeh_plots"] and check.seen["tables"] >= 2, check.seen
+    assert check.seen["svg_figures"] and check.seen["bokeh_plots"] and check.seen["tables"] >= 3, check.seen
+    # the one thing left to the author: the conclusion
+    assert [f["check"] for f in check.findings] == ["conclusion placeholder"], check.report()
+
+    notebook = workbench / "notebooks" / "my-feature.ipynb"
+    nb = nbformat.read(notebook, as_version=4)
+    conclusion, = [c for c in nb.cells if CONCLUSION_TAG in c.metadata.get("tags", [])]
+    assert CONCLUSION_PLACEHOLDER in conclusion.source
+    conclusion.source = "## Conclusion\n\nThe sample's three scopes are within their noise of each other."
+    nbformat.write(nb, notebook)
+    monkeypatch.setenv("LISA_EXT_WORKBENCH", str(workbench))
+    page = execute_notebook(notebook, workbench / "out" / "my-feature.html",
+                            {"campaign_dir": "data/my-feature", "report_dir": "out/my-feature-report"})
+    check = page_check.check_page(page)
     assert not check.findings, check.report()
 
 

@@ -27,12 +27,12 @@ from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.escape import code_span
 from lisa_ext.report.figures import export, latency_cdf_figure
-from lisa_ext.report.readable import readable_table
+from lisa_ext.report.readable import knobs_table, readable_table
 from lisa_ext.stats.cover import cover_table
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["HEADLINE_METRICS", "SAMPLE", "StudyPage", "WORKLOAD_TEMPLATES", "notebook", "spec_text",
+__all__ = ["CONCLUSION_PLACEHOLDER", "CONCLUSION_TAG", "HEADLINE_METRICS", "SAMPLE", "StudyPage", "WORKLOAD_TEMPLATES", "notebook", "spec_text",
            "write_study"]
 
 #: the committed campaign a new study's page shows before its own first run
@@ -64,6 +64,12 @@ HEADLINE_METRICS: dict[str, dict[str, str]] = {
 _PROGRAMS = {"schbench": "schbench", "hackbench": "hackbench", "rtapp": "rt-app", "fio": "fio",
              "ebizzy": "ebizzy", "cyclictest": "cyclictest", "pgbench": "pgbench"}
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
+#: the tag of the conclusion cell, and its text until the author writes it (the page check
+#: fails a page still showing it: tests/page_check.js)
+CONCLUSION_TAG = "conclusion"
+CONCLUSION_PLACEHOLDER = ("TODO conclusion: in two or three sentences, the answer to the question above: "
+                          "which variant, by how much and how sure (the cover-letter table), what the "
+                          "mechanism figure showed, and what is left to run.")
 
 
 def _variant_name(value: str) -> str:
@@ -150,9 +156,10 @@ def notebook(name: str, *, baseline: str, metrics: Mapping[str, str], tasks: str
                                  "from lisa_ext import study\nfrom lisa_ext.studies import template\n\n"
                                  "page = template.StudyPage(campaign_dir, smoke=smoke, baseline=BASELINE, "
                                  "metrics=METRICS, tasks=TASKS)\ndisplay(Markdown(page.banner()))"),
-        _cell("markdown", "## What ran\n\nRuns per variant and workload, the knobs read back after writing "
-                          "them and the kernel each ran."),
+        _cell("markdown", "## What ran\n\nRuns per variant and workload and the kernel each ran, then the "
+                          "knobs each variant's runs read back after writing them (path -> value)."),
         _cell("code", "page.status()"),
+        _cell("code", "page.knobs()"),
         _cell("markdown", "## The cover-letter table\n\nEach variant against the baseline: mean ± sd, the "
                           "% change with its confidence interval, the test and n. Paste `.markdown()` or "
                           "`.text()` (mmtests style) into the letter."),
@@ -164,6 +171,7 @@ def notebook(name: str, *, baseline: str, metrics: Mapping[str, str], tasks: str
         _cell("code", "study.show_figure(page.wakeup_latency_figure(report_dir))"),
         _cell("markdown", "## What is real on the platform and what is not\n\nTODO (the virtual board: "
                           "the kernel's decisions are real, its timings are QEMU's; docs/vboard.md)."),
+        _cell("markdown", f"## Conclusion\n\n{CONCLUSION_PLACEHOLDER}", tags=[CONCLUSION_TAG]),
         _cell("markdown", "## Explore a run\n\nThe first traced run as linked, zoomable plots: per-CPU "
                           "frequency, idle states, the running task and wake-ups."),
         _cell("code", "study.explore_run(page.campaign, report_dir, findings=[])"),
@@ -280,19 +288,23 @@ class StudyPage:
         return text
 
     def status(self):
-        """Runs per (variant, workload): finished, failed, traced; the knobs read back; the kernel
-        (as the target reported them: :func:`lisa_ext.report.readable.readable_table` escapes them)."""
+        """Runs per (variant, workload): finished, failed, traced; the kernel (as the target
+        reported it: :func:`lisa_ext.report.readable.readable_table` escapes it)."""
         rows = []
         for run in read_campaign(self.campaign).runs:
-            knobs = ", ".join(f"{Path(p).name} = {k.get('read_back')}" for p, k in run.meta.knobs.items())
             rows.append({"Variant": run.variant, "Workload": run.workload, "ok": run.ok, "failed": not run.ok,
-                         "traced": run.trace is not None, "Knobs read back": knobs or "–",
-                         "Kernel": run.meta.kernel_release or "–"})
+                         "traced": run.trace is not None, "Kernel": run.meta.kernel_release or "–"})
         df = pd.DataFrame(rows)
         table = df.groupby(["Variant", "Workload"], sort=False).agg(
             **{"Runs ok": ("ok", "sum"), "Failed": ("failed", "sum"), "Traced": ("traced", "sum"),
-               "Knobs read back": ("Knobs read back", "first"), "Kernel": ("Kernel", "first")})
+               "Kernel": ("Kernel", "first")})
         return readable_table(table)
+
+    def knobs(self):
+        """The knobs each variant's runs read back after writing them: path -> value
+        (:func:`lisa_ext.report.readable.knobs_table`)."""
+        return knobs_table((run.variant, path, knob.get("read_back"))
+                           for run in read_campaign(self.campaign).runs for path, knob in run.meta.knobs.items())
 
     def cover_table(self) -> CoverLetterTable:
         """The cover-letter table of :attr:`metrics`, every variant against :attr:`baseline`."""
