@@ -73,7 +73,8 @@ def campaign_overview(campaign_dir: str | os.PathLike):
     rows = []
     for run in read_campaign(campaign_dir, allow_empty=True).runs:
         trace = run.trace
-        knobs = ", ".join(f"{Path(p).name}={k.get('read_back')}" for p, k in run.meta.knobs.items())
+        # whole paths: two policies' or modules' knobs of one name are two knobs
+        knobs = ", ".join(f"{p}={k.get('read_back')}" for p, k in run.meta.knobs.items())
         rows.append({
             "variant": run.variant, "workload": run.workload,
             "ok": run.ok, "knobs read back": knobs,

@@ -267,7 +267,11 @@
     const cells = Array.from(table.querySelectorAll("th, td"));
     cells.forEach((cell) => {
       const text = clean(cell.textContent);
-      if (!cell.closest("thead") && TWO_UNITS.test(text) && !/\(%\)$/.test(text)) add("unit twice", where, `cell "${text}"`);
+      // a label cell (a metric's name); a value cell may qualify its number twice ("12 (+5 %) (n=3)")
+      const label = /^[A-Za-z]/.test(text);
+      if (label && !cell.closest("thead") && TWO_UNITS.test(text) && !/\(%\)$/.test(text)) {
+        add("unit twice", where, `cell "${text}"`);
+      }
       if (BARE_UNBOUNDED.test(text)) add("unbounded without reason", where, `cell "${text}" does not say why`);
       const header = cell.tagName === "TH" || cell.classList.contains("l");
       const word = header && brokenWord(cell);
