@@ -56,7 +56,7 @@ from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.schema import load_yaml
 from lisa_ext.target import kernel_provenance, lisa_platform_info, platform_provenance, tool_versions, tracefs_root
-from lisa_ext.target.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params, timing_knobs, timing_of
+from lisa_ext.target.timing import emulation_params, timing_knobs, timing_of
 from lisa_ext.trace import PLATFORM_FILE
 
 __all__ = ["CampaignInterrupted", "CampaignRunner", "RunSummary", "SpecChanged", "plan_runs", "run_campaign"]
@@ -291,9 +291,7 @@ class CampaignRunner:
         (none on a target without them)."""
         kernel = self.session.kernel
         if self._timing_knobs is None or self._timing_knobs[0] != kernel:
-            text = self.session.target.execute(f"{EMULATION_PARAMS_COMMAND} 2>/dev/null || true", as_root=True,
-                                               check_exit_code=False)
-            self._timing_knobs = (kernel, timing_knobs(parse_emulation_params(text), self.spec.board_timing))
+            self._timing_knobs = (kernel, timing_knobs(emulation_params(self.session.target), self.spec.board_timing))
         return self._timing_knobs[1]
 
     def _deploy_kernel(self, variant: VariantSpec):

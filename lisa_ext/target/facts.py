@@ -14,7 +14,7 @@ from typing import Any
 
 from lisa_ext.compat import import_lisa
 from lisa_ext.running_kernel import probe_running_kernel
-from lisa_ext.target.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
+from lisa_ext.target.timing import emulation_params
 
 __all__ = ["idle_state_names", "kernel_provenance", "lisa_platform_info", "llc_domains", "parse_platform_facts",
            "platform_provenance", "tool_versions", "tracefs_root"]
@@ -52,7 +52,7 @@ def kernel_provenance(target) -> dict:
         "machine": _read(target, "uname -m"),
         "cmdline": running.cmdline,
         "config_sha256": config_hash,
-        "emulation": parse_emulation_params(_read(target, EMULATION_PARAMS_COMMAND) or ""),
+        "emulation": emulation_params(target),
     }
 
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import re
 
+from lisa_ext.target.protocol import Target
+
 __all__ = ["DEFAULT_TIMING", "EMULATION_PARAMS_COMMAND", "MODULES", "TIMINGS", "TIMINGS_HELP",
-           "parse_emulation_params", "timing_knobs", "timing_of"]
+           "emulation_params", "parse_emulation_params", "timing_knobs", "timing_of"]
 
 TIMINGS = ("faithful", "decisions")
 DEFAULT_TIMING = "faithful"
@@ -48,6 +50,12 @@ def parse_emulation_params(text: str) -> dict[str, dict[str, str]]:
         if m:
             params.setdefault(m[1], {})[m[2]] = m[3].strip()
     return params
+
+
+def emulation_params(target: Target) -> dict[str, dict[str, str]]:
+    """The parameters of the emulation modules ``target``'s kernel has loaded (none: empty)."""
+    return parse_emulation_params(target.execute(f"{EMULATION_PARAMS_COMMAND} 2>/dev/null || true", as_root=True,
+                                                 check_exit_code=False))
 
 
 def timing_of(emulation: dict[str, dict[str, str]] | None) -> str | None:
