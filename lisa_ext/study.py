@@ -335,6 +335,9 @@ _LIVE_ONLY_MIME = {"application/vnd.holoviews_load.v0+json",
                    "application/vnd.holoviews_exec.v0+json"}
 
 
+#: JupyterLab breaks an output's text anywhere (``word-break: break-all``): a variant's name in a
+#: text table split mid-word. Lines wrap at spaces; only a word longer than the line still breaks.
+_PAGE_CSS = "<style>.jp-OutputArea-output pre{word-break:normal}</style>"
 #: the tag of a cell whose output is a figure; the page check fails such a cell that rendered nothing
 FIGURE_TAG = "figure"
 _FIGURE_CALL = re.compile(r"\bshow_figure\s*\(")
@@ -371,6 +374,8 @@ def export_notebook(nb, out_html: Path, *, show_code: bool = False) -> Path:
     body, _resources = exporter.from_notebook_node(nb)
     # the page must work offline: drop the CDN scripts (require.js, MathJax) it does not use
     body = re.sub(r'<script[^>]*src="https://cdn[^"]*"[^>]*>\s*</script>', "", body)
+    head_end = body.find("</head>")
+    body = body[:head_end] + _PAGE_CSS + body[head_end:] if head_end >= 0 else _PAGE_CSS + body
     tmp = out_html.with_name(out_html.name + ".part")
     tmp.write_text(body, encoding="utf-8")
     os.replace(tmp, out_html)

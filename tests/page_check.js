@@ -316,6 +316,15 @@
     });
   }
 
+  // a name in an output's text (a text table) broken mid-word, as JupyterLab's break-all does
+  function checkBrokenText() {
+    outputs().forEach((out) => out.querySelectorAll("pre").forEach((pre) => {
+      if (pre.closest(".jp-Cell-inputWrapper")) return;
+      const word = brokenWord(pre);
+      if (word) add("broken word", describe(pre), `"${word}" is broken across lines in an output's text`);
+    }));
+  }
+
   // --- code cells shown on a page meant to hide them -------------------------------------------
   function checkHiddenCode() {
     if (OPTIONS.show_code) return;
@@ -408,6 +417,7 @@
       checkTables();
       checkFigureCells();
       checkHiddenCode();
+      checkBrokenText();
       checkConclusion();
       checkNoise();
       checkSmokeBanner();

@@ -55,3 +55,21 @@ def test_study_run_and_new_take_show_code():
     assert parser.parse_args(["study", "run", "x", "--show-code"]).show_code
     assert not parser.parse_args(["study", "run", "x"]).show_code
     assert parser.parse_args(["study", "new", "x", "--show-code"]).show_code
+
+
+def test_an_output_text_table_wraps_only_between_words(tmp_path):
+    """JupyterLab's output text breaks anywhere (word-break: break-all): a text table's variant
+    names were split mid-word on a narrow page. The exported page wraps at spaces, and the page
+    check finds a name broken mid-word."""
+    line = " ".join(["no-run-to-parity-with-a-long-variant-name"] * 12)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print(text_table)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
+    nb.cells = [cell]
+    page = study.export_notebook(nb, tmp_path / "text.html")
+    found = page_check.check_page(page, width=800)
+    assert not found.findings, found.report()
+    broken = tmp_path / "broken.html"
+    broken.write_text(Path(page).read_text(encoding="utf-8").replace(study._PAGE_CSS, ""), encoding="utf-8")
+    found = page_check.check_page(broken, width=800)
+    assert [f["check"] for f in found.findings] == ["broken word"], found.report()
