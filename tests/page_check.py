@@ -31,7 +31,9 @@ findings, each a ``check``, ``where`` (cell, element) and ``detail``:
     "(x) (y)" in a table cell, a name in a header cell broken across lines other than at a
     separator (``word-break: break-all``, ``overflow-wrap: anywhere``), an interval cell saying
     only "unbounded", one table quoting two kinds of mean (hmean beside amean), a row or an item
-    twice in a table of knobs.
+    twice in a table of knobs (a name broken in an output's text too);
+``conclusion placeholder``
+    a ``study new`` study's conclusion cell still the template's ``TODO conclusion`` (or empty).
 
 It also returns where the page's tables and figures are (``regions``), which
 ``docs_screenshots`` crops.
