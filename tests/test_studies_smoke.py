@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -38,7 +39,24 @@ LISA_EXT = Path(sys.executable).with_name("lisa-ext")
 #: idle-gating 12.5, iowait-boost 11.2, wq-affinity 10.7, ondemand-bursty 6.8, teo-util 4.7. A run's
 #: `meta.json` `phases_s` shows where its time goes (mostly the reboot between kernel variants,
 #: trace-cmd starting/stopping and pgbench's server setup).
-STUDIES = ["teo-util", "iowait-boost", "ondemand-bursty", "idle-gating", "wq-affinity"]
+ALL_STUDIES = ["teo-util", "iowait-boost", "ondemand-bursty", "idle-gating", "wq-affinity"]
+
+
+def _studies(split: str) -> list[str]:
+    """The studies this process runs: ``LISA_EXT_TEST_SMOKE_STUDIES`` is how scripts/run-tests.sh
+    shares them between two boards ("a,b": only those; "-a,b": all but those; unset: all)."""
+    if not split:
+        return ALL_STUDIES
+    names = split.removeprefix("-").split(",")
+    unknown = sorted(set(names) - set(ALL_STUDIES))
+    if unknown:  # a misspelt name would otherwise drop a study from every process
+        raise ValueError(f"LISA_EXT_TEST_SMOKE_STUDIES: unknown studies {unknown}; expected some of {ALL_STUDIES}")
+    if split.startswith("-"):
+        return [name for name in ALL_STUDIES if name not in names]
+    return [name for name in ALL_STUDIES if name in names]
+
+
+STUDIES = _studies(os.environ.get("LISA_EXT_TEST_SMOKE_STUDIES", ""))
 #: what no executed notebook may show (fixed at the cause, never silenced)
 NOISE = re.compile(r"Traceback|Warning:|WARNING|ERROR|DeprecationWarning|RuntimeWarning")
 
