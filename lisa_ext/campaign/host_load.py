@@ -36,6 +36,7 @@ import statistics
 import time
 from typing import Any, Iterator, Mapping
 
+from lisa_ext.campaign.remote import target_uptime
 from lisa_ext.campaign.store import Run
 from lisa_ext.errors import SpecError
 
@@ -44,14 +45,6 @@ __all__ = ["META_KEY", "RATIO_TOLERANCE", "disturbed_runs", "measured", "warning
 META_KEY = "host_load"
 #: how far (relative) a host-clock run's guest/host ratio may be from the campaign's median
 RATIO_TOLERANCE = 0.10
-
-
-def _guest_uptime(target: Any) -> float | None:
-    """The target's seconds since boot (``/proc/uptime``), None when it cannot be read."""
-    try:
-        return float(target.execute("cat /proc/uptime", check_exit_code=False).split()[0])
-    except Exception:  # noqa: BLE001 -- a lost target: the run's own error says so, not this
-        return None
 
 
 def _rounded(value: float | None, digits: int = 3) -> float | None:
@@ -63,13 +56,13 @@ def measured(target: Any, meta: dict, *, clock: str, board_share: float | None) 
     """Record in ``meta[META_KEY]`` the host's load and both clocks' seconds around the block,
     run on ``target`` (a LISA target or any object with ``execute``)."""
     load_start = os.getloadavg()[0]
-    guest_start = _guest_uptime(target)
+    guest_start = target_uptime(target)
     host_start = time.monotonic()
     try:
         yield
     finally:
         host_s = time.monotonic() - host_start
-        guest_end = _guest_uptime(target)
+        guest_end = target_uptime(target)
         guest_s = None if guest_start is None or guest_end is None else guest_end - guest_start
         meta[META_KEY] = {
             "clock": clock, "cores": os.cpu_count(), "board_share": board_share,

@@ -20,7 +20,7 @@ from typing import Callable
 from lisa_ext.target.protocol import MAX_TIME_SCALE
 
 __all__ = ["start", "wait", "stop", "signal_group", "kill_leftover", "process_starttime", "CommandFailed",
-           "CommandTimeout", "TargetDeadline", "sleep_target"]
+           "CommandTimeout", "TargetDeadline", "sleep_target", "target_uptime"]
 
 
 class CommandFailed(RuntimeError):
@@ -31,11 +31,12 @@ class CommandTimeout(RuntimeError):
     """A target command did not finish before its deadline."""
 
 
-def _uptime(target) -> float | None:
-    """The target's seconds since boot, None when they cannot be read."""
+def target_uptime(target) -> float | None:
+    """The target's seconds since boot (its ``/proc/uptime``), None when they cannot be read: a
+    lost target's own error says so, and a deadline then falls back to the host's clock."""
     try:
         return float(target.execute("cat /proc/uptime", check_exit_code=False).split()[0])
-    except Exception:  # noqa: BLE001 -- no uptime: the deadline falls back to the host's clock
+    except Exception:  # noqa: BLE001 -- see the docstring
         return None
 
 
@@ -55,7 +56,7 @@ class TargetDeadline:
         now = time.monotonic()
         self._host_deadline = now + seconds
         self._host_limit = now + seconds * MAX_TIME_SCALE
-        self._target_start = _uptime(target)
+        self._target_start = target_uptime(target)
 
     def passed(self) -> bool:
         now = time.monotonic()
@@ -63,7 +64,7 @@ class TargetDeadline:
             return False
         if now >= self._host_limit or self._target_start is None:
             return True
-        uptime = _uptime(self.target)
+        uptime = target_uptime(self.target)
         left = None if uptime is None else self.seconds - (uptime - self._target_start)
         if left is None or left <= 0:
             return True
