@@ -180,7 +180,7 @@ def test_the_build_key_follows_the_patch_and_the_source_version(monkeypatch, tmp
 def test_icount_args_select_the_per_vcpu_clock():
     args = qemu_build.icount_args()
     icount = dict(item.split("=") for item in args[args.index("-icount") + 1].split(","))
-    assert icount == {"shift": "0", "sleep": "off", "align": "off", "percpu": "on",
+    assert icount == {"shift": "0", "sleep": "on", "align": "off", "percpu": "on",
                       "quantum": str(qemu_build.QUANTUM_NS)}
     assert args[args.index("-rtc") + 1] == "clock=vm"
     assert [args[i + 1] for i, arg in enumerate(args) if arg == "-L"] == [
@@ -199,16 +199,27 @@ def patched() -> dict[str, Path]:
     return {arch: qemu_build.virtual_clock_qemu(arch) for arch in ("x86_64", "arm64")}
 
 
-@pytest.fixture(scope="module")
-def probe(tmp_path_factory) -> Path:
+#: the spin-wait probe: the same loop with a YIELD hint in each iteration, 10 x 1000 of them
+SPIN_PROBE_SOURCE = (PROBE_SOURCE.replace(".equ CHUNKS, 200 ", ".equ CHUNKS, 10  ")
+                     .replace(".equ CHUNK_ITERATIONS, 49996", ".equ CHUNK_ITERATIONS, 1000 ")
+                     .replace("loop:   subs", "loop:   yield\n        subs"))
+#: what 0002 charges a spin-wait hint on the per-vCPU clock, in guest ns
+SPIN_HINT_NS = 100
+
+
+def _assemble(work: Path, source: str) -> Path:
     if shutil.which("aarch64-linux-gnu-as") is None or shutil.which("aarch64-linux-gnu-ld") is None:
         pytest.skip("needs binutils-aarch64-linux-gnu (gcc-aarch64-linux-gnu)")
-    work = tmp_path_factory.mktemp("probe")
-    (work / "probe.S").write_text(PROBE_SOURCE)
+    (work / "probe.S").write_text(source)
     subprocess.run(["aarch64-linux-gnu-as", "-o", "probe.o", "probe.S"], cwd=work, check=True)
     subprocess.run(["aarch64-linux-gnu-ld", "-Ttext=0x40200000", "-o", "probe.elf", "probe.o"], cwd=work,
                    check=True)
     return work / "probe.elf"
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory) -> Path:
+    return _assemble(tmp_path_factory.mktemp("probe"), PROBE_SOURCE)
 
 
 def _icount_parameters(binary: Path | str) -> set[str]:
@@ -265,3 +276,16 @@ def test_stock_icount_shares_one_counter_between_busy_vcpus(probe):
     alone = _busy_ns("qemu-system-aarch64", probe, 1, stock)
     each = _busy_ns("qemu-system-aarch64", probe, 4, stock)
     assert min(each) > 3 * alone[0], each
+
+
+@pytest.mark.vboard
+def test_a_spin_wait_hint_costs_its_vcpu_100_ns(patched, tmp_path):
+    """0002: a YIELD (x86: PAUSE) ends its TB and goes round the TCG loop, ~1.5 us of host time; on
+    the per-vCPU clock it costs 100 ns, so a udelay()-style loop runs ~20x fewer iterations (the x86
+    guest's boot: 50-70 s of host time before, docs/vboard.md) and the stock clock is unchanged."""
+    spin = _assemble(tmp_path, SPIN_PROBE_SOURCE)
+    iterations = 10 * 1000
+    charged = _busy_ns(patched["arm64"], spin, 1, qemu_build.icount_args())[0]
+    assert charged == pytest.approx(iterations * (SPIN_HINT_NS + 3), rel=0.02)
+    stock = _busy_ns(patched["arm64"], spin, 1, ["-icount", "shift=0,sleep=off,align=off", "-rtc", "clock=vm"])[0]
+    assert stock < iterations * 10, stock

@@ -63,11 +63,12 @@ BUILD_PACKAGES = ("build-essential", "dpkg-dev", "libfdt-dev", "libglib2.0-dev",
 
 def icount_args() -> list[str]:
     """The arguments the patched binary runs the board with: its per-vCPU virtual clock (one
-    instruction per guest ns, shift=0; no sleeping in host time when every vCPU idles, the clock
-    jumps to the next timer), the RTC on that clock too, and Debian's firmware directories (the
+    instruction per guest ns, shift=0; when every vCPU idles QEMU waits in real time for the next
+    timer and the clock lands on it, patch 0003), the RTC on that clock too, and Debian's firmware
+    directories (the
     binary runs from the cache, where QEMU's relocatable search path finds none)."""
     firmware = [arg for directory in _FIRMWARE_PATH.split(":") for arg in ("-L", directory)]
-    return ["-icount", f"shift=0,sleep=off,align=off,percpu=on,quantum={QUANTUM_NS}", "-rtc", "clock=vm",
+    return ["-icount", f"shift=0,sleep=on,align=off,percpu=on,quantum={QUANTUM_NS}", "-rtc", "clock=vm",
             *firmware]
 
 
@@ -158,6 +159,9 @@ def _build(version: str, root: Path) -> None:
         configure = [str(src / "configure"), *_CONFIGURE_ARGS]
         if shutil.which("ccache"):
             env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
+            # paths relative to the scratch tree, whose name is random: a rebuild after a patch
+            # changes then recompiles only what the patch touched
+            env.setdefault("CCACHE_BASEDIR", str(src))
             configure.append("--cc=ccache cc")
         _run(configure, build, log, log_path, "configure", env)
         jobs = str(max(1, os.cpu_count() or 1))
