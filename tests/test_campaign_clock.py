@@ -189,7 +189,7 @@ def test_the_virtual_clock_is_qemus_icount(arch):
     virtual = qemu._machine_args(_machine("virtual", arch))
     at = virtual.index("-accel")
     assert virtual[at + 2:at + 6] == ["-icount", qemu_build.icount_args()[1], "-rtc", "clock=vm"]
-    assert "shift=0,sleep=off,align=off" in virtual[at + 3]
+    assert "shift=0,sleep=on,align=off" in virtual[at + 3]
     assert "-icount" not in qemu.qemu_command(_machine("host", arch))
     with pytest.raises(UserError, match="no board clock 'tsc'"):
         BoardSettings(clock="tsc")

@@ -25,7 +25,7 @@ the report) when it ran on a board on the host's clock and either
   stopped, the host suspended or swapping).
 
 Runs on the virtual clock are never disturbed: its ratio only says how busy the
-guest was (an idle guest runs far ahead of the host, a busy one 3-25x behind).
+guest was (an idle guest keeps up with the host, a busy one runs 3-25x behind).
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ Clock (``clock``): ``host``, TCG's default, the guest's time is the host's (its 
 come as late as the host lets the QEMU thread run); ``virtual``, QEMU's icount
 (:func:`clock_args`, run by the QEMU :mod:`lisa_ext.vboard.qemu_build` patches so that each vCPU
 has its own instruction clock): guest time advances with the instructions the vCPUs run, 1 ns per
-instruction, and jumps over idle periods (``sleep=off``), so timers fire exactly and host load
-cannot move them; the guest's date follows that clock too (``-rtc clock=vm``).
+instruction, and an idle machine waits in real time for its next timer and lands on it, so timers
+fire exactly and host load cannot move them; the guest's date follows that clock too (``-rtc
+clock=vm``).
 
 QEMU daemonises itself, writes a pidfile and keeps a QMP socket, so any later
 ``lisa-ext`` process can query or stop it.
@@ -65,7 +66,7 @@ DEFAULT_CLOCK = "host"
 #: what each clock means, for the spec schema and the command lines that choose one
 CLOCKS_HELP = ("host (default): the board's time is the host's, its latencies move with host load; "
                "virtual: an instruction clock, exact and load-proof, 3-25x slower than the host when "
-               "busy and far ahead of it when idle")
+               "busy, as fast as it when idle")
 
 #: the QEMU system emulator of each board architecture
 QEMU_BINARIES = {"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}
