@@ -78,6 +78,8 @@ class Cyclictest(Workload):
         "priority": Field((int,), "SCHED_FIFO priority (-p; default: SCHED_OTHER)", bounds=(1, 99)),
         "histogram-us": Field((int,), "histogram range in us (-h, default 1000)", bounds=(1, 1_000_000)),
         "affinity": Field((bool,), "pin thread N to CPU N (-a)"),
+        "idle-states": Field((bool,), "let the CPUs enter idle states between wake-ups (--laptop; default "
+                             "false: cyclictest holds /dev/cpu_dma_latency at 0, so no deep state is entered)"),
         "timeout-s": Field(Number, "kill cyclictest after this many seconds (default: 2 x duration + 60)",
                            bounds=TIMEOUT_S),
     }
@@ -90,6 +92,8 @@ class Cyclictest(Workload):
             args.append(f"-p {int(o['priority'])}")
         if o.get("affinity"):
             args.append("-a")
+        if o.get("idle-states"):
+            args.append("--laptop")
         return " ".join(args)
 
     def run(self, ctx: RunContext) -> list[Metric]:
