@@ -84,8 +84,8 @@ def test_eas_on_vs_off(board, tmp_path):
     placed = table.loc["rt-app wake-ups placed by EAS (not overutilized)"]
     assert pd.isna(placed["EAS off"]) and placed["EAS on"] > 0
     # 100 % in earlier smoke runs; 87 % and 86.4 % in the two full CI runs since lisa-ext writes
-    # rt-app's JSON itself (b9a303e): systematic, not load; which task EAS now places on a big CPU
-    # is not yet known (docs/vboard.md's EAS figures are older)
+    # rt-app's JSON itself (b9a303e): systematic, not load, though the JSON is the one LISA's
+    # RTAConf writes for these tasks; which task EAS now places on a big CPU is not yet known
     assert table.loc["of which on little CPUs [%]", "EAS on"] >= 80
     share = placement.df_class_share(data, eas.rtapp_tasks(data))
     assert set(share["variant"]) == {"eas-off", "eas-on"} and set(share["class"]) <= {"little", "big"}
