@@ -49,7 +49,7 @@ from lisa_ext.campaign import host_load, meters, recovery, remote, requirements,
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
-from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult
+from lisa_ext.campaign.store import RUN_TRACE, RUN_TRACE_LOG, CampaignStore, Metric, RunKey, RunResult
 from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.compat import quiet_lisa_logs
@@ -429,7 +429,7 @@ class CampaignRunner:
 
         if not traced:
             return run_workload()
-        output = self.target.path.join(ctx.remote_dir, "trace.dat")
+        output = self.target.path.join(ctx.remote_dir, RUN_TRACE)
         tracing_from = time.monotonic()
         with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
@@ -441,7 +441,7 @@ class CampaignRunner:
         return metrics
 
     def _pull_trace(self, remote_dir: str, tmp: Path) -> None:
-        for name, local in (("trace.dat", "trace.dat"), ("trace.dat.log", "trace-cmd.log")):
+        for name, local in ((RUN_TRACE, RUN_TRACE), (f"{RUN_TRACE}.log", RUN_TRACE_LOG)):
             src = self.target.path.join(remote_dir, name)
             if self.target.file_exists(src):
                 self.target.pull(src, str(tmp / local))

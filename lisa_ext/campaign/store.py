@@ -56,8 +56,8 @@ from lisa_ext.errors import SpecError, UserError
 from lisa_ext.workbench import cache_root, output_dir
 
 __all__ = [
-    "CAMPAIGN_MARKER", "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "QUARANTINE_DIR", "RUN_STATUSES",
-    "SPEC_COPY", "STATE_NAME", "TMP_PREFIX", "TRACE_FILES",
+    "CAMPAIGN_MARKER", "JOURNAL_NAME", "METRICS_COLUMNS", "METRIC_DTYPES", "QUARANTINE_DIR", "RUN_META",
+    "RUN_STATUSES", "RUN_TRACE", "RUN_TRACE_LOG", "SPEC_COPY", "STATE_NAME", "TMP_PREFIX", "TRACE_FILES",
     "Campaign", "CampaignStore", "DamagedRun", "Journal", "Metric", "Run", "RunKey", "RunMeta",
     "RunResult", "StoreScan",
     "campaign_removal_refusal", "load_result", "metrics_table", "never_removed", "read_campaign",
@@ -91,9 +91,14 @@ METRIC_DTYPES: dict[str, str] = {
     "value": "float64",
 }
 METRICS_COLUMNS = list(METRIC_DTYPES)
+#: a run directory's provenance, and its trace-cmd trace and log: the only spelling of these names
+#: (every other module asks the store, or takes them from here)
+RUN_META = "meta.json"
+RUN_TRACE = "trace.dat"
+RUN_TRACE_LOG = "trace-cmd.log"
 #: trace file names a run directory may hold, in order of preference
 #: (Android targets record systrace HTML or text)
-TRACE_FILES = ("trace.dat", "trace.html", "trace.txt")
+TRACE_FILES = (RUN_TRACE, "trace.html", "trace.txt")
 
 
 @dataclass(frozen=True)
@@ -545,7 +550,7 @@ class CampaignStore:
         ``--resume`` keeps the run and says so."""
         if scratch is None:
             scratch = self.scratch(key)
-        write_json(scratch / "meta.json", dict(meta))
+        write_json(scratch / RUN_META, dict(meta))
         write_json(scratch / "result.json", result.to_json())
         _fsync_tree(scratch)
         final = self.run_dir(key)
@@ -705,7 +710,7 @@ class Run:
     @cached_property
     def meta(self) -> RunMeta:
         """The run's ``meta.json`` (read on first use)."""
-        return RunMeta.read(self.path / "meta.json")
+        return RunMeta.read(self.path / RUN_META)
 
 
 @dataclass

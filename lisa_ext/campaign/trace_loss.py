@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from lisa_ext.campaign.store import Run
+from lisa_ext.campaign.store import RUN_TRACE, Run
 from lisa_ext.errors import SpecError
 from lisa_ext.trace.tracedat import count_events
 
@@ -29,7 +29,7 @@ def record_lost_events(run_dir: Path, meta: dict) -> None:
     A trace the reader cannot walk is recorded as ``{"error": ...}``: the run
     keeps its result, and the reason is there for whoever reads the trace later.
     """
-    trace = Path(run_dir) / "trace.dat"
+    trace = Path(run_dir) / RUN_TRACE
     if not trace.is_file():
         return
     try:

@@ -41,6 +41,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from lisa_ext.campaign.store import RUN_TRACE
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache
@@ -93,10 +94,10 @@ def trace_file(source: str | os.PathLike) -> Path:
     """The trace of ``source``: a trace file, or a run directory holding ``trace.dat``."""
     path = Path(source)
     if path.is_dir():
-        path = path / "trace.dat"
+        path = path / RUN_TRACE
     if not path.is_file():
         raise UserError(f"{path}: no trace here: expected a trace file or a run directory "
-                        f"holding trace.dat")
+                        f"holding {RUN_TRACE}")
     return path
 
 

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lisa_ext.campaign.store import RUN_META
 from lisa_ext.energy_model import EnergyModel, load_model, model_from_dict
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache
@@ -61,7 +62,7 @@ PERFETTO_UI = "https://ui.perfetto.dev"
 def run_model(source: str | os.PathLike) -> EnergyModel | None:
     """The power model a run's meter recorded (``meta.json`` ``energy.model``), if any."""
     path = Path(source)
-    meta = (path if path.is_dir() else path.parent) / "meta.json"
+    meta = (path if path.is_dir() else path.parent) / RUN_META
     try:
         data = json.loads(meta.read_text())
     except (OSError, ValueError):

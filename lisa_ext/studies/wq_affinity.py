@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.analysis.platform import Platform, parse_cpu_list
-from lisa_ext.campaign.store import Run, read_campaign
+from lisa_ext.campaign.store import RUN_META, Run, read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.figures import export, grouped_bars_figure, load_holoviews
@@ -102,7 +102,7 @@ def direction(table_id: str, ours: pd.DataFrame, row: str, *, tolerance_pct: flo
 
 def _platform(run: Run) -> Platform:
     llc = (run.meta.get("platform") or {}).get("llc") or []
-    return Platform(llc=tuple(parse_cpu_list(cpus) for cpus in llc), source=f"{run.path}/meta.json")
+    return Platform(llc=tuple(parse_cpu_list(cpus) for cpus in llc), source=f"{run.path}/{RUN_META}")
 
 
 def _placement(run: Run, trace: Path) -> pd.DataFrame:
