@@ -32,7 +32,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.report.readable import metric_label
 from lisa_ext.stats import compare
 from lisa_ext.study import check_page_outputs, execute_notebook
-from lisa_ext.workbench import output_dir, workbench_path
+from lisa_ext.workbench import campaign_dir, output_dir, workbench_path
 
 __all__ = ["KEY_METRICS", "campaign_overview", "per_run_table", "plot_key_metrics", "preflight", "register",
            "run_quickstart", "significance", "variant_summary", "workloads"]
@@ -206,7 +206,7 @@ def register(subparsers) -> None:
                               description="Run the quickstart campaign on this machine (resuming "
                                           "finished runs), then execute notebooks/quickstart.ipynb "
                                           "into an HTML report.")
-    p.add_argument("--data", metavar="DIR", default=str(output_dir() / "data" / "quickstart"),
+    p.add_argument("--data", metavar="DIR", default=str(campaign_dir("quickstart")),
                    help="campaign directory (default: data/quickstart)")
     p.add_argument("-o", "--out", metavar="HTML", default=str(output_dir() / "out" / "quickstart.html"),
                    help="HTML report (default: out/quickstart.html)")

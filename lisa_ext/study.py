@@ -44,7 +44,7 @@ from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
 from lisa_ext.target import CLOCKS, CLOCKS_HELP
 from lisa_ext.target.timing import TIMINGS, TIMINGS_HELP
-from lisa_ext.workbench import output_dir, workbench_path
+from lisa_ext.workbench import campaign_dir, output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",
            "write_report", "comparison_table", "cover_table", "figure_paths", "per_run_analysis",
@@ -69,7 +69,7 @@ class Study:
 
     def default_data(self, smoke: bool = False) -> Path:
         """``data/<name>``, or ``data/<name>-smoke`` for a smoke run (never mixed with a full one)."""
-        return output_dir() / "data" / (f"{self.name}-smoke" if smoke else self.name)
+        return campaign_dir(f"{self.name}-smoke" if smoke else self.name)
 
 
 def repo_path(path: str | os.PathLike) -> Path:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from lisa_ext.errors import UserError
 
-__all__ = ["ENV", "INPUT_DIRS", "cache_root", "installed_workbench", "output_dir", "shown_path", "workbench_dir",
-           "workbench_path"]
+__all__ = ["ENV", "INPUT_DIRS", "cache_root", "campaign_dir", "installed_workbench", "output_dir", "shown_path",
+           "workbench_dir", "workbench_path"]
 
 ENV = "LISA_EXT_WORKBENCH"
 #: the workbench's input directories (shipped by setup.py in a regular install)
@@ -78,6 +78,12 @@ def output_dir() -> Path:
     if explicit:
         return workbench_dir()
     return _checkout() or Path.cwd()
+
+
+def campaign_dir(name: str) -> Path:
+    """Where campaign ``name`` goes when no directory is given: ``data/<name>`` under
+    :func:`output_dir`, for ``campaign run``, ``study run`` and the quickstart alike."""
+    return output_dir() / "data" / name
 
 
 def cache_root() -> Path:

@@ -17,13 +17,9 @@ from lisa_ext.compat import quiet_lisa_logs
 from lisa_ext.errors import UserError
 from lisa_ext.target import CLOCKS, CLOCKS_HELP, TargetConfig, connect
 from lisa_ext.target.timing import TIMINGS, TIMINGS_HELP
-from lisa_ext.workbench import shown_path
+from lisa_ext.workbench import campaign_dir, shown_path
 
 __all__ = ["register"]
-
-
-def default_campaign_dir(name: str) -> Path:
-    return Path("data") / name
 
 
 def _campaign_dir_problem(path: Path) -> str | None:
@@ -38,7 +34,7 @@ def _campaign_dir_problem(path: Path) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec, board_timing=args.board_timing, board_clock=args.board_clock)
-    out = Path(args.out) if args.out else default_campaign_dir(spec.name)
+    out = Path(args.out) if args.out else campaign_dir(spec.name)
     problem = _campaign_dir_problem(out)
     if problem is not None:
         raise UserError(f"--out {out}: {problem}")
