@@ -50,10 +50,10 @@ def probe_spec(workdir: Path, src: Path) -> Path:
 def smoke() -> int:
     """The baseline's cache hit, only when its tree and artefacts are already here."""
     from lisa_ext.kernel.build import artefact_hash, build_variant, kernels_cache
-    from lisa_ext.kernel.spec import load_spec
+    from lisa_ext.kernel.spec import load_variant_spec
     from lisa_ext.kernel.tree import KernelTree, tree_key
 
-    spec = load_spec(BASELINE)
+    spec = load_variant_spec(BASELINE)
     key = tree_key(spec.base)
     tree = KernelTree(key, kernels_cache() / "trees" / key)
     if not tree.src.is_dir() or not (kernels_cache() / "artefacts" / artefact_hash(spec, tree.key)

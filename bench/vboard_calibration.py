@@ -234,14 +234,14 @@ def _build_helper(out: Path) -> None:
 
 def smoke() -> int:
     """The guest helper builds and the variants load; no board is booted."""
-    from lisa_ext.kernel.spec import load_spec
+    from lisa_ext.kernel.spec import load_variant_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         _build_helper(Path(tmp) / "vboard_calib")
         print(f"guest helper built (static) in {time.monotonic() - t0:.2f} s")
     for variant in (VARIANT, HI3660_VARIANT):
-        print(f"variant {load_spec(variant).name}: ok")
+        print(f"variant {load_variant_spec(variant).name}: ok")
     print("skipped: the measurements, which boot the board (--smoke boots nothing)")
     return 0
 

@@ -35,7 +35,7 @@ from lisa_ext.campaign.spec import load_spec as load_campaign_spec
 from lisa_ext.campaign.store import CampaignStore, metrics_table
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.build import artefact_hash
-from lisa_ext.kernel.spec import load_spec as load_kernel_spec
+from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.schema import load_yaml
 
 KERNELS = REPO / "kernels"
@@ -126,7 +126,7 @@ def test_a_good_step_above_a_bad_one_is_inconsistent():
 # -- the series, the metric --------------------------------------------------------------------
 
 def test_series_of_the_shipped_test_kernels():
-    series = series_between(load_kernel_spec(SERIES / "good.yml"), load_kernel_spec(SERIES / "bad.yml"))
+    series = series_between(load_variant_spec(SERIES / "good.yml"), load_variant_spec(SERIES / "bad.yml"))
     assert [p.name[:4] for p in series.added] == ["0001", "0002", "0003", "0004"]
     assert patch_subject(series.added[CULPRIT - 1]) == (
         "sched/cpufreq: drop the dvfs headroom from schedutil's default request")
@@ -135,14 +135,14 @@ def test_series_of_the_shipped_test_kernels():
 def test_series_that_share_no_prefix_are_one_line():
     # teo-util's series carries 0002, idle-gating's 0003 and 0004 after the board patches
     with pytest.raises(UserError) as err:
-        series_between(load_kernel_spec(KERNELS / "teo-util/teo.yml"),
-                       load_kernel_spec(KERNELS / "idle-gating/baseline.yml"))
+        series_between(load_variant_spec(KERNELS / "teo-util/teo.yml"),
+                       load_variant_spec(KERNELS / "idle-gating/baseline.yml"))
     line = str(err.value)
     assert "\n" not in line and "patches[2]" in line and "share no prefix" in line
     with pytest.raises(UserError, match="adds no patch"):
-        series_between(load_kernel_spec(SERIES / "bad.yml"), load_kernel_spec(SERIES / "bad.yml"))
+        series_between(load_variant_spec(SERIES / "bad.yml"), load_variant_spec(SERIES / "bad.yml"))
     with pytest.raises(UserError, match="share no prefix"):
-        series_between(load_kernel_spec(SERIES / "bad.yml"), load_kernel_spec(SERIES / "good.yml"))
+        series_between(load_variant_spec(SERIES / "bad.yml"), load_variant_spec(SERIES / "good.yml"))
 
 
 def test_series_with_other_fragments_is_refused(tmp_path):
@@ -156,15 +156,15 @@ def test_series_with_other_fragments_is_refused(tmp_path):
                     .replace("  - 000", f"  - {SERIES}/000")
                     .replace("../configs/vboard.config", "../other.config"))
     with pytest.raises(UserError, match="config fragments differs"):
-        series_between(load_kernel_spec(SERIES / "good.yml"), load_kernel_spec(spec))
+        series_between(load_variant_spec(SERIES / "good.yml"), load_variant_spec(spec))
 
 
 def test_step_kernels_are_the_ends_builds(tmp_path):
     """Step 0 and step n hash as the good and bad variants (their builds are reused); step k
     carries the good series plus the first k patches, copied into the bisection's directory."""
-    good, bad = load_kernel_spec(SERIES / "good.yml"), load_kernel_spec(SERIES / "bad.yml")
+    good, bad = load_variant_spec(SERIES / "good.yml"), load_variant_spec(SERIES / "bad.yml")
     series = series_between(good, bad)
-    specs = {k: load_kernel_spec(write_step_kernel(series, k, tmp_path)) for k in range(series.n + 1)}
+    specs = {k: load_variant_spec(write_step_kernel(series, k, tmp_path)) for k in range(series.n + 1)}
     tree = "a-tree-key"
     assert artefact_hash(specs[0], tree) == artefact_hash(good, tree)
     assert artefact_hash(specs[4], tree) == artefact_hash(bad, tree)
@@ -348,4 +348,4 @@ def test_bisection_names_the_culprit_after_a_sigkill(tmp_path):
 
 
 def outcome_series():
-    return series_between(load_kernel_spec(SERIES / "good.yml"), load_kernel_spec(SERIES / "bad.yml"))
+    return series_between(load_variant_spec(SERIES / "good.yml"), load_variant_spec(SERIES / "bad.yml"))

@@ -82,14 +82,14 @@ def test_spec_refuses_metacharacters_in_names_paths_events(tmp_path, payload, fi
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_kernel_variant_knob_paths_refuse_metacharacters(tmp_path, payload):
-    from lisa_ext.kernel.spec import load_spec as load_kernel_spec
+    from lisa_ext.kernel.spec import load_variant_spec
 
     path = tmp_path / "k.yml"
     config = Path(__file__).resolve().parents[1] / "kernels" / "configs" / "vboard.config"
     path.write_text(f"name: k\nconfigs: [{config}]\n"
                     f"knobs:\n  {_q(f'/sys/devices/system/cpu/cpu*/x{payload}')}: 1\n")
     with pytest.raises(SpecError) as err:
-        load_kernel_spec(path)
+        load_variant_spec(path)
     assert "knobs." in str(err.value) and str(path) in str(err.value)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from lisa_ext.campaign.spec import load_spec as load_campaign_spec
 from lisa_ext.cli import build_parser
-from lisa_ext.kernel.spec import load_spec as load_variant_spec
+from lisa_ext.kernel.spec import load_variant_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

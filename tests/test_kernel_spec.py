@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.errors import SpecError
-from lisa_ext.kernel.spec import load_spec
+from lisa_ext.kernel.spec import load_variant_spec
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "kernels"
@@ -28,7 +28,7 @@ def test_every_shipped_variant_is_valid():
     assert len(SHIPPED) >= 7
     names = set()
     for path in SHIPPED:
-        spec = load_spec(path)
+        spec = load_variant_spec(path)
         assert spec.configs and all(c.is_file() for c in spec.configs)
         assert all(p.is_file() for p in spec.patches)
         names.add((path.parent.name, spec.name))
@@ -37,18 +37,18 @@ def test_every_shipped_variant_is_valid():
 
 
 def test_shipped_variants_differ_as_the_studies_need():
-    nob = load_spec(KERNELS / "iowait-boost/no-iowait-boost.yml")
+    nob = load_variant_spec(KERNELS / "iowait-boost/no-iowait-boost.yml")
     assert dict(nob.knobs)["/sys/devices/system/cpu/cpufreq/policy*/schedutil/iowait_boost_cap"] == "0"
-    assert "cpuidle.governor=menu" in load_spec(KERNELS / "teo-util/menu.yml").cmdline
-    assert "teo.util_awareness=0" in load_spec(KERNELS / "teo-util/teo-no-util.yml").cmdline
+    assert "cpuidle.governor=menu" in load_variant_spec(KERNELS / "teo-util/menu.yml").cmdline
+    assert "teo.util_awareness=0" in load_variant_spec(KERNELS / "teo-util/teo-no-util.yml").cmdline
     # the three teo-util variants share their build inputs, hence one kernel build
-    inputs = {(load_spec(p).patches, load_spec(p).configs) for p in KERNELS.glob("teo-util/*.yml")}
+    inputs = {(load_variant_spec(p).patches, load_variant_spec(p).configs) for p in KERNELS.glob("teo-util/*.yml")}
     assert len(inputs) == 1
 
 
 def test_ondemand_and_idle_gating_variants_share_one_kernel_and_differ_by_knobs():
     paths = sorted(KERNELS.glob("ondemand-bursty/*.yml")) + sorted(KERNELS.glob("idle-gating/*.yml"))
-    specs = {f"{p.parent.name}/{p.stem}": load_spec(p) for p in paths}
+    specs = {f"{p.parent.name}/{p.stem}": load_variant_spec(p) for p in paths}
     assert set(specs) == {"ondemand-bursty/with", "ondemand-bursty/without", "idle-gating/baseline",
                           "idle-gating/idle-set-d10", "idle-gating/gating"}
     assert len({(s.patches, s.configs) for s in specs.values()}) == 1
@@ -72,8 +72,8 @@ def test_every_board_variant_starts_with_every_board_support_patch():
     variants = sorted(KERNELS.glob("*/*.yml"))
     assert len(variants) == 15
     for path in variants:
-        for arch in load_spec(path).arches:
-            spec = load_spec(path, arch=arch)
+        for arch in load_variant_spec(path).arches:
+            spec = load_variant_spec(path, arch=arch)
             assert list(spec.patches[:len(board_patches)]) == board_patches, (path, arch)
 
 
@@ -90,7 +90,7 @@ modules:
 knobs:
   /sys/module/teo/parameters/util_awareness: 0
 """)
-    spec = load_spec(p)
+    spec = load_variant_spec(p)
     assert spec.base.kind == "debian" and spec.base.location == "linux-source-6.12"
     assert spec.patches == ((tmp_path / "fix.patch").resolve(),)
     assert spec.cmdline == "cpuidle.governor=teo quiet"
@@ -124,7 +124,7 @@ knobs:
 def test_bad_spec_names_file_and_key(tmp_path, body, key, words):
     p = write_spec(tmp_path, body)
     with pytest.raises(SpecError) as exc:
-        load_spec(p)
+        load_variant_spec(p)
     assert exc.value.path == str(p)
     assert exc.value.key == key, str(exc.value)
     assert words in exc.value.problem
@@ -133,7 +133,7 @@ def test_bad_spec_names_file_and_key(tmp_path, body, key, words):
 
 def test_missing_file_is_a_spec_error(tmp_path):
     with pytest.raises(SpecError, match="no such file"):
-        load_spec(tmp_path / "absent.yml")
+        load_variant_spec(tmp_path / "absent.yml")
 
 
 def test_cli_check_reports_ok_and_errors(tmp_path):
@@ -151,7 +151,7 @@ def test_cli_check_reports_ok_and_errors(tmp_path):
 
 def test_arch_sections_resolve_per_architecture():
     teo = KERNELS / "teo-util/teo.yml"
-    x86, arm64 = load_spec(teo), load_spec(teo, arch="arm64")
+    x86, arm64 = load_variant_spec(teo), load_variant_spec(teo, arch="arm64")
     assert (x86.arch, arm64.arch) == ("x86_64", "arm64") and x86.arches == ("x86_64", "arm64")
     # the same patches and cmdline on both boards; the board's config and emulation modules differ
     assert x86.patches == arm64.patches and x86.cmdline == arm64.cmdline
@@ -159,15 +159,15 @@ def test_arch_sections_resolve_per_architecture():
     assert [m.name for m in arm64.modules] == ["lisa_emu_cpuidle", "lisa_emu_cpufreq", "lisa_sched_tp"]
     assert dict(x86.modules[0].params) == {"table": "hi3660-little"}
     # the three teo-util variants still share one build on arm64
-    assert len({(load_spec(p, arch="arm64").patches, load_spec(p, arch="arm64").configs)
+    assert len({(load_variant_spec(p, arch="arm64").patches, load_variant_spec(p, arch="arm64").configs)
                 for p in KERNELS.glob("teo-util/*.yml")}) == 1
-    eas = load_spec(KERNELS / "eas/baseline.yml")
+    eas = load_variant_spec(KERNELS / "eas/baseline.yml")
     assert eas.arch == "arm64" and eas.arches == ("arm64",)
     with pytest.raises(SpecError, match=r"baseline.yml: x86_64: the variant is for arm64"):
-        load_spec(KERNELS / "eas/baseline.yml", arch="x86_64")
+        load_variant_spec(KERNELS / "eas/baseline.yml", arch="x86_64")
 
 
 def test_the_arm64_studies_share_one_kernel_build():
-    eas = load_spec(KERNELS / "eas/baseline.yml")
-    teo = load_spec(KERNELS / "teo-util/teo.yml", arch="arm64")
+    eas = load_variant_spec(KERNELS / "eas/baseline.yml")
+    teo = load_variant_spec(KERNELS / "teo-util/teo.yml", arch="arm64")
     assert (eas.patches, eas.configs) == (teo.patches, teo.configs)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.kernel.patches import apply_series
-from lisa_ext.kernel.spec import BaseTree, load_spec
+from lisa_ext.kernel.spec import BaseTree, load_variant_spec
 from lisa_ext.kernel.tree import BASE_TAG, git, prepare_tree, tree_key
 
 
@@ -57,7 +57,7 @@ def test_git_base_resolves_ref_and_checks_it_out(cache, tmp_path):
     spec_file = tmp_path / "v.yml"
     (tmp_path / "f.config").write_text("CONFIG_SMP=y\n")
     spec_file.write_text(f"name: v\nbase: {{git: {repo}, ref: v6.12}}\nconfigs: [f.config]\n")
-    spec = load_spec(spec_file)
+    spec = load_variant_spec(spec_file)
     tree = prepare_tree(spec.base, log=lambda *_: None)
     tagged = git(repo, "rev-parse", "v6.12^{commit}").stdout.strip()
     assert tree.key == f"git-{tagged[:16]}"

@@ -27,12 +27,12 @@ def test_one_study_per_rfc_ours_and_the_platforms():
 
 @pytest.mark.parametrize("s", STUDIES, ids=lambda s: s.name)
 def test_spec_and_kernel_variants_validate(s):
-    from lisa_ext.kernel.spec import load_spec as load_variant
+    from lisa_ext.kernel.spec import load_variant_spec
 
     spec = load_spec(s.spec)
     for variant in spec.variants:
         if variant.kernel:
-            load_variant(variant.kernel)
+            load_variant_spec(variant.kernel)
 
 
 def _code(notebook: Path) -> str:

@@ -16,7 +16,7 @@ import pytest
 import page_check
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.spec import load_spec as load_variant
+from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.study import execute_notebook
 from lisa_ext.studies.template import CONCLUSION_PLACEHOLDER, CONCLUSION_TAG, SAMPLE, write_study
@@ -64,7 +64,7 @@ def test_a_kernel_study_writes_its_variants(workbench):
                      "notebooks/my-patch.ipynb"]
     spec = load_spec(written[2])
     assert [v.kernel.name for v in spec.variants] == ["baseline.yml", "patched.yml"]
-    assert all(load_variant(v.kernel).base.kind == "debian" for v in spec.variants)
+    assert all(load_variant_spec(v.kernel).base.kind == "debian" for v in spec.variants)
 
 
 @pytest.mark.parametrize("kwargs, problem", [

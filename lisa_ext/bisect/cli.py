@@ -9,6 +9,7 @@ from lisa_ext.bisect.run import open_bisection
 from lisa_ext.bisect.steps import Bounds
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.errors import UserError
+from lisa_ext.workbench import campaign_dir
 
 __all__ = ["register", "run"]
 
@@ -51,7 +52,7 @@ def _bounds(args: argparse.Namespace) -> Bounds:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = args.out or f"data/bisect-{load_spec(args.spec, check_files=False).name}"
+    out = args.out or str(campaign_dir(f"bisect-{load_spec(args.spec, check_files=False).name}"))
     bisector = open_bisection(args.spec, args.good, args.bad, args.metric, out, smoke=args.smoke,
                               target=args.target, bounds=_bounds(args), resume=args.resume,
                               echo=lambda line: print(line, file=sys.stderr, flush=True),

@@ -36,7 +36,7 @@ from lisa_ext.campaign.spec import CampaignSpec
 from lisa_ext.campaign.spec import load_spec as load_campaign_spec
 from lisa_ext.campaign.store import CampaignStore, read_campaign
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.spec import load_spec as load_kernel_spec
+from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.schema import show
 
@@ -303,7 +303,7 @@ def open_bisection(spec_path: str | os.PathLike, good: str, bad: str, metric: st
     if good_v.knobs != bad_v.knobs or good_v.workload_options != bad_v.workload_options:
         raise UserError(f"{spec.path}: variants {good} and {bad} differ in knobs or workload options, not only in "
                         "their kernels' patches; bisect bisects patches")
-    series = series_between(load_kernel_spec(good_v.kernel), load_kernel_spec(bad_v.kernel))
+    series = series_between(load_variant_spec(good_v.kernel), load_variant_spec(bad_v.kernel))
     workloads = [w.name for w in spec.workloads]
     # the analyses are imported only when the metric does not name a workload (LISA is slow to load)
     analyses = [] if metric.split(":", 1)[0] in workloads else _analysis_names()

@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 from lisa_ext.campaign.spec import CampaignSpec
 from lisa_ext.campaign.spec import VariantSpec as CampaignVariant
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.spec import VariantSpec, load_spec
+from lisa_ext.kernel.spec import VariantSpec, load_variant_spec
 from lisa_ext.schema import show
 
 __all__ = ["MetricChoice", "Series", "campaign_doc", "digest", "kernel_doc", "metric_matches", "parse_metric",
@@ -203,7 +203,7 @@ def write_step_kernel(series: Series, k: int, directory: Path) -> Path:
     rel = [f"../{p.relative_to(directory).as_posix()}" for p in copied]
     rel_cfg = [f"../{p.relative_to(directory).as_posix()}" for p in frags]
     write_yaml(path, kernel_doc(series, k, rel, rel_cfg))
-    load_spec(path)
+    load_variant_spec(path)
     return path
 
 

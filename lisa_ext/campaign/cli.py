@@ -58,12 +58,12 @@ def _check(args: argparse.Namespace) -> int:
 def _check_one(path: str, target: str | None) -> None:
     """Validate a spec (and its smoke size), its target config and its kernel variants, offline."""
     # deferred: the kernel layer is only needed for specs with kernel variants
-    from lisa_ext.kernel.spec import load_spec as load_variant
+    from lisa_ext.kernel.spec import load_variant_spec
 
     spec = load_spec(path, target=target)
     smoke = load_spec(path, smoke=True, target=target) if "smoke" in spec.raw else None
     kind = TargetConfig.load(spec.target).kind
-    kernels = {v.kernel: load_variant(v.kernel).name for v in spec.variants if v.kernel is not None}
+    kernels = {v.kernel: load_variant_spec(v.kernel).name for v in spec.variants if v.kernel is not None}
     runs = len(spec.variants) * len(spec.workloads) * spec.iterations
     print(f"{path}: ok: campaign {spec.name!r} on {shown_path(spec.target)} ({kind}): {len(spec.variants)} "
           f"variant(s), {len(spec.workloads)} workload(s) x {spec.iterations} iteration(s) = {runs} runs")

@@ -42,7 +42,7 @@ from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
 from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml, show, text_problem
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
-from lisa_ext.kernel.spec import load_spec as load_kernel_spec
+from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.knobs import knob_problem
 from lisa_ext.target import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK
 from lisa_ext.target.config import TargetConfig
@@ -430,7 +430,7 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
                 raise SpecError(path, f"variants[{i}].kernel", f"kernel variant spec {kernel} not found")
             if check_files:
                 # before anything runs: its problems would otherwise surface at the variant's deploy
-                load_kernel_spec(kernel)
+                load_variant_spec(kernel)
         knobs = {str(k): _knob_text(val) for k, val in (v.get("knobs") or {}).items()}
         variants.append(VariantSpec(v["name"], knobs, kernel, str(v.get("description", "")),
                                     _plain(v.get("workload-options") or {})))

@@ -36,7 +36,7 @@ from lisa_ext.devicetree import SOCS, compile_soc_dtb
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
-from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_spec
+from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_variant_spec
 from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree, tree_key
 from lisa_ext.workbench import workbench_path
 
@@ -320,7 +320,7 @@ def build_status(spec_path: str | os.PathLike, arch: str | None = None) -> Build
     spec's own): its hash and whether
     ``<cache>/kernels/artefacts/<hash>`` holds a finished build. Offline: a git base
     tree whose mirror is not cloned yet gives no hash (``reason`` says so)."""
-    spec = load_spec(spec_path, arch=arch)
+    spec = load_variant_spec(spec_path, arch=arch)
     if spec.base.kind == "git":
         mirror = kernels_cache() / "git-mirrors" / hashlib.sha256(spec.base.location.encode()).hexdigest()[:16]
         if not (mirror / "HEAD").exists():
@@ -343,7 +343,7 @@ def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: 
                   arch: str | None = None) -> KernelArtefacts:
     """Build (or fetch from the cache) the artefacts of the variant at ``spec_path`` for
     ``arch`` (default: the spec's own architecture)."""
-    spec = load_spec(spec_path, arch=arch)
+    spec = load_variant_spec(spec_path, arch=arch)
     cross_compiler(spec.arch)
     tree = prepare_tree(spec.base, log=log)
     digest = artefact_hash(spec, tree.key)

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lisa_ext.kernel.build import build_env, build_status, build_variant, resolve_config
-from lisa_ext.kernel.spec import ARCHES, load_spec
+from lisa_ext.kernel.spec import ARCHES, load_variant_spec
 from lisa_ext.schema import load_yaml
 from lisa_ext.workbench import shown_path
 from lisa_ext.kernel.tree import KernelTree, prepare_tree
@@ -21,7 +21,7 @@ __all__ = ["register"]
 def _check(args: argparse.Namespace) -> int:
     status = 0
     for path in args.variants:
-        spec = load_spec(path, arch=args.arch)
+        spec = load_variant_spec(path, arch=args.arch)
         print(f"{path}: ok: variant {spec.name!r} ({spec.arch}), base {spec.base.kind}:{spec.base.location}"
               f"{' @ ' + spec.base.ref if spec.base.ref else ''}, {len(spec.patches)} patch(es), "
               f"{len(spec.configs)} config fragment(s), {len(spec.modules)} module(s), {len(spec.knobs)} knob(s)")
@@ -94,7 +94,7 @@ def _variant_specs(path: str) -> list[tuple[str, Path]]:
             print(f"{path}: no variant names a kernel: the campaign runs on the target's own kernel "
                   "(knobs only), nothing to build")
         return found
-    return [(_label(load_spec(path).name, Path(path)), Path(path))]
+    return [(_label(load_variant_spec(path).name, Path(path)), Path(path))]
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ time (cmdline, modules to load, sysfs knobs). Example::
 The top-level keys describe the variant for ``arch`` (``x86_64`` unless the spec says
 ``arch: arm64``); a section named after another architecture replaces some of them (patches,
 configs, cmdline, modules, knobs) when the variant is built for that one, so one spec serves both
-boards with the same patches. :func:`load_spec` resolves the spec for the architecture asked for;
+boards with the same patches. :func:`load_variant_spec` resolves the spec for the architecture asked for;
 a spec without a section for it cannot be built for it.
 
 Knob paths may contain shell globs (``policy*``: policy numbers depend on the
@@ -55,16 +55,8 @@ from lisa_ext.knobs import knob_problem
 from lisa_ext.schema import argument_problem, load_yaml, text_problem
 from lisa_ext.workbench import workbench_path
 
-__all__ = [
-    "ARCHES",
-    "GIT_PROTOCOLS",
-    "BaseTree",
-    "ModuleLoad",
-    "VariantSpec",
-    "allowed_dirs",
-    "load_spec",
-    "DEFAULT_DEBIAN_PACKAGE",
-]
+__all__ = ["ARCHES", "BaseTree", "DEFAULT_DEBIAN_PACKAGE", "GIT_PROTOCOLS", "ModuleLoad", "VariantSpec", "allowed_dirs",
+           "load_variant_spec"]
 
 #: the default base tree: Debian's kernel source package, as a tarball in /usr/src
 DEFAULT_DEBIAN_PACKAGE = "linux-source-6.12"
@@ -325,7 +317,7 @@ def _arch_sections(p: Path, doc: Any) -> tuple[str, dict[str, Any]]:
     return own, sections
 
 
-def load_spec(path: str | os.PathLike, arch: str | None = None) -> VariantSpec:
+def load_variant_spec(path: str | os.PathLike, arch: str | None = None) -> VariantSpec:
     """Load and validate a variant spec, resolved for ``arch`` (default: the spec's own);
     raise SpecError on the first problem."""
     p = Path(path).absolute()

@@ -13,7 +13,7 @@ A git base's URL and ref come from a spec, maybe a colleague's: every git comman
 gets them after ``--`` (or ``--end-of-options``), so that none is read as an option
 (``--upload-pack=...`` would run a command), and git may use only the transports of
 :data:`~lisa_ext.kernel.spec.GIT_PROTOCOLS` (``GIT_ALLOW_PROTOCOL``). The spec check
-refuses such values first (:func:`lisa_ext.kernel.spec.load_spec`); this is the second wall.
+refuses such values first (:func:`lisa_ext.kernel.spec.load_variant_spec`); this is the second wall.
 """
 
 from __future__ import annotations
