@@ -65,8 +65,7 @@ def icount_args() -> list[str]:
     """The arguments the patched binary runs the board with: its per-vCPU virtual clock (one
     instruction per guest ns, shift=0; when every vCPU idles QEMU waits in real time for the next
     timer and the clock lands on it, patch 0003), the RTC on that clock too, and Debian's firmware
-    directories (the
-    binary runs from the cache, where QEMU's relocatable search path finds none)."""
+    directories (the binary runs from the cache, where QEMU's relocatable search path finds none)."""
     firmware = [arg for directory in _FIRMWARE_PATH.split(":") for arg in ("-L", directory)]
     return ["-icount", f"shift=0,sleep=on,align=off,percpu=on,quantum={QUANTUM_NS}", "-rtc", "clock=vm",
             *firmware]
