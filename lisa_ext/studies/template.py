@@ -32,8 +32,8 @@ from lisa_ext.stats.cover import cover_table
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["CONCLUSION_PLACEHOLDER", "CONCLUSION_TAG", "HEADLINE_METRICS", "SAMPLE", "StudyPage", "WORKLOAD_TEMPLATES", "notebook", "spec_text",
-           "write_study"]
+__all__ = ["CONCLUSION_PLACEHOLDER", "CONCLUSION_TAG", "HEADLINE_METRICS", "SAMPLE", "StudyPage", "WORKLOAD_TEMPLATES",
+           "notebook", "spec_text", "write_study"]
 
 #: the committed campaign a new study's page shows before its own first run
 SAMPLE = "data/samples/wq-affinity-board"
