@@ -3,8 +3,8 @@
  * A tiny /init for tests/test_kernel_switches.py: boots the kernel of the
  * ondemand-bursty and idle-gating studies from an initramfs, loads the two
  * platform-emulation modules (parameters from /params, one line per module),
- * prints the two runtime switches at their boot defaults, then runs two traced
- * experiments and prints the trace ("T " + line) before powering off:
+ * prints the files named in /dump ("FILE path: content") and the two runtime
+ * switches at their boot defaults, then runs two traced experiments and prints the trace ("T " + line) before powering off:
  *
  * ondemand: ondemand at a 10 ms sampling rate; a task named "bursty" pinned
  *   to CPU 1 runs 40 ms and sleeps 60 ms, 12 times, once with
@@ -122,6 +122,14 @@ int main(void)
 	p1[strcspn(p1, "\n")] = 0; p2[strcspn(p2, "\n")] = 0;
 	load("/lisa_emu_cpuidle.ko", p1);
 	load("/lisa_emu_cpufreq.ko", p2);
+	/* the files the test asks for (whether the modules loaded, from sysfs) */
+	char wanted[256];
+	FILE *d = fopen("/dump", "r");
+	while (d && fgets(wanted, sizeof wanted, d)) {
+		wanted[strcspn(wanted, "\n")] = 0;
+		if (*wanted) dump(wanted);
+	}
+	if (d) fclose(d);
 
 	/* the switches as booted */
 	dump("/sys/module/cpufreq_governor/parameters/copy_prev_load");
