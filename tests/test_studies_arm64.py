@@ -83,10 +83,10 @@ def test_eas_on_vs_off(board, tmp_path):
     # only while EAS runs, and the wake-ups made while not overutilized went to little CPUs
     placed = table.loc["rt-app wake-ups placed by EAS (not overutilized)"]
     assert pd.isna(placed["EAS off"]) and placed["EAS on"] > 0
-    # 100 % in earlier smoke runs; 87 % and 86.4 % in the two full CI runs since lisa-ext writes
-    # rt-app's JSON itself (b9a303e): systematic, not load, though the JSON is the one LISA's
-    # RTAConf writes for these tasks; which task EAS now places on a big CPU is not yet known
-    assert table.loc["of which on little CPUs [%]", "EAS on"] >= 80
+    # on the board's own clock (the spec's board-clock) 98.6 %: the medium task's first few
+    # wake-ups, before its utilisation is known, stay on the big CPU it started on. On the host's
+    # clock it was 73-89 % by the host's load (the medium task's utilisation grew past a little CPU's)
+    assert table.loc["of which on little CPUs [%]", "EAS on"] >= 95
     share = placement.df_class_share(data, eas.rtapp_tasks(data))
     assert set(share["variant"]) == {"eas-off", "eas-on"} and set(share["class"]) <= {"little", "big"}
     assert "EAS off vs on" in page
