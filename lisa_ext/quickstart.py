@@ -29,7 +29,7 @@ from lisa_ext.campaign.runner import SpecChanged, run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
 from lisa_ext.errors import UserError
-from lisa_ext.report.readable import metric_label
+from lisa_ext.report.readable import metric_label, time_scale
 from lisa_ext.stats import compare
 from lisa_ext.study import check_page_outputs, execute_notebook
 from lisa_ext.workbench import campaign_dir, output_dir, workbench_path
@@ -154,13 +154,15 @@ def plot_key_metrics(campaign_dir: str | os.PathLike, metrics=KEY_METRICS):
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
     for ax, metric in zip(axes.flat, panels):
         sub = df[df["metric"] == metric]
+        # 200000 us reads as 200 ms: the panel's unit follows its values
+        factor, unit = time_scale(sub["value"], sub["unit"].iloc[0])
+        sub = sub.assign(value=sub["value"] * factor)
         for i, variant in enumerate(variants):
             values = sub[sub["variant"] == variant]["value"]
             if values.empty:
                 continue
             ax.bar(i, values.median(), color=colors[i % 10], alpha=0.35, width=0.6)
             ax.scatter([i] * len(values), values, color=colors[i % 10], zorder=3, s=18)
-        unit = sub["unit"].iloc[0]
         better = "lower" if sub["lower_is_better"].iloc[0] else "higher"
         ax.set_title(f"{sub['workload'].iloc[0]}: {metric_label(metric)}", fontsize=9)
         ax.set_ylabel(f"{unit} ({better} is better)", fontsize=8)

@@ -9,6 +9,7 @@ from reading the result.json files here with the json module.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -75,3 +76,15 @@ def test_traced_runs_give_trace_metrics_and_figures(report):
     assert "fio-randread_read_iops.png" in figures and "rtapp-periodic_small_slack_p5.svg" in figures
     readme = (report / "README.md").read_text()
     assert "Runs: 12 ok, 0 failed." in readme
+
+
+def test_bars_of_a_p99_over_10_ms_are_drawn_in_ms(report):
+    # the sample's rt-app p99 wake-up latency reaches 11259 µs: ticks of 10000 µs would be 5 digits
+    svg = (report / "figures" / "rtapp-periodic_medium_wu_lat_p99.svg").read_text()
+    texts = re.findall(r"<!-- (.*?) -->", svg)  # matplotlib writes each text as a comment
+    assert "medium wake-up latency p99 (ms)" in texts
+    ticks = [float(t) for t in texts if re.fullmatch(r"\d+(\.\d+)?", t)]
+    values = [m["value"] for r in _results() if r["workload"] == "rtapp-periodic"
+              for m in r["metrics"] if m["name"] == "medium_wu_lat_p99"]
+    assert max(values) >= 10_000
+    assert max(values) / 1000 <= max(ticks) < 100

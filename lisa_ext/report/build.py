@@ -42,7 +42,7 @@ from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
 from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
 from lisa_ext.report.escape import code_span, markdown
-from lisa_ext.report.readable import metric_label
+from lisa_ext.report.readable import metric_label, time_scale
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
 
@@ -241,11 +241,15 @@ def _figures(campaign: Campaign, metrics: pd.DataFrame, cmp: pd.DataFrame,
         runs = metrics[(metrics["workload"] == workload) & (metrics["metric"] == metric)]
         if runs["value"].isna().all():
             continue  # e.g. rt-app's perf index of a 100 % duty-cycle task: no budget, nothing to draw
-        label = metric_label(metric, first["unit"])
+        # the axis's unit follows the values drawn (200000 us reads as 200 ms)
+        factor, unit = time_scale(pd.concat([block[["mean", "ci_low", "ci_high"]].stack(), runs["value"]]),
+                                  first["unit"])
+        bars = block.assign(**{c: block[c] * factor for c in ("mean", "ci_low", "ci_high")})
+        label = metric_label(metric, unit)
         found.append(figs.FigureSpec(
             figs.figure_name(workload, metric), figs.metric_bars_figure,
-            (block, f"{workload}: {first['mean_kind']} {label}", label,
-             runs[["variant", "iteration", "value"]])))
+            (bars, f"{workload}: {first['mean_kind']} {label}", label,
+             runs[["variant", "iteration"]].assign(value=runs["value"] * factor))))
     latencies = defaultdict(list)
     for run, frame in trace.frames.get("wakeup_latency", []):
         latencies[(run.workload, run.variant)].append(frame["latency"].to_numpy(float) * 1e6)

@@ -21,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.report.escape import mathtext
+from lisa_ext.report.readable import time_scale
 
-__all__ = ["BOKEH", "COLORS", "MPL", "bars_frame", "residency_table", "timeline_panels"]
+__all__ = ["BOKEH", "COLORS", "MPL", "bars_frame", "cdf_curves", "residency_table", "timeline_panels"]
 
 # Deferred imports in this module: matplotlib and bokeh load only when a figure is drawn.
 
@@ -56,6 +57,19 @@ def bars_frame(cmp_block: pd.DataFrame) -> pd.DataFrame:
     df["pos"] = (high - df["mean"]).clip(lower=0).fillna(0.0)
     # a variant without a mean (the gmean of zeros, say) gets no bar: its runs still show as dots
     return df[df["mean"].notna()]
+
+
+def cdf_curves(latencies: pd.DataFrame, unit: str) -> tuple[str, list[tuple[Any, np.ndarray, np.ndarray]]]:
+    """The curves of a latency CDF: its x label (the unit grown with the values, 200000 µs as
+    200 ms) and per variant with values, in order of appearance, (variant, sorted latencies,
+    fraction of wakeups at or below each)."""
+    factor, shown = time_scale(latencies["latency"], unit)
+    curves = []
+    for variant in dict.fromkeys(latencies["variant"]):
+        values = np.sort(latencies.loc[latencies["variant"] == variant, "latency"].to_numpy(float)) * factor
+        if values.size:
+            curves.append((variant, values, np.arange(1, values.size + 1) / values.size))
+    return f"latency ({shown})", curves
 
 
 def residency_table(residency: pd.DataFrame) -> pd.DataFrame:
@@ -122,19 +136,14 @@ def mpl_metric_bars(cmp_block: pd.DataFrame, title: str, ylabel: str,
 
 def mpl_latency_cdf(latencies: pd.DataFrame, title: str = "wakeup latency CDF", unit: str = "us"):
     fig, (ax,) = _mpl_axes()
-    k = 0
-    for variant in dict.fromkeys(latencies["variant"]):
-        values = np.sort(latencies.loc[latencies["variant"] == variant, "latency"].to_numpy(float))
-        if values.size == 0:
-            continue
-        ax.plot(values, np.arange(1, values.size + 1) / values.size, linewidth=2,
-                color=COLORS[k % len(COLORS)], label=str(variant))
-        k += 1
+    xlabel, curves = cdf_curves(latencies, unit)
+    for k, (variant, values, frac) in enumerate(curves):
+        ax.plot(values, frac, linewidth=2, color=COLORS[k % len(COLORS)], label=str(variant))
     ax.set_xscale("log")
-    ax.set_xlabel(f"latency ({unit})")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of wakeups")
     ax.set_title(mathtext(title))
-    if k:
+    if curves:
         ax.legend(loc="upper left")
     return fig
 
@@ -231,12 +240,10 @@ def bokeh_metric_bars(cmp_block: pd.DataFrame, title: str, ylabel: str,
 
 def bokeh_latency_cdf(latencies: pd.DataFrame, title: str = "wakeup latency CDF", unit: str = "us"):
     fig = _bokeh(title=title, x_axis_type="log")
-    for k, variant in enumerate(dict.fromkeys(latencies["variant"])):
-        values = np.sort(latencies.loc[latencies["variant"] == variant, "latency"].to_numpy(float))
-        if values.size:
-            fig.line(values, np.arange(1, values.size + 1) / values.size, line_width=2,
-                     color=COLORS[k % len(COLORS)], legend_label=str(variant))
-    fig.xaxis.axis_label = f"latency ({unit})"
+    xlabel, curves = cdf_curves(latencies, unit)
+    for k, (variant, values, frac) in enumerate(curves):
+        fig.line(values, frac, line_width=2, color=COLORS[k % len(COLORS)], legend_label=str(variant))
+    fig.xaxis.axis_label = xlabel
     fig.yaxis.axis_label = "fraction of wakeups"
     if fig.legend:
         fig.legend.location = "top_left"

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from lisa_ext.report import drawing
@@ -128,17 +127,12 @@ def iteration_dots_figure(runs: pd.DataFrame, title: str, ylabel: str):
 
 def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF",
                        unit: str = "us"):
-    """Empirical CDF per variant; ``latencies`` has ``variant`` and ``latency``."""
+    """Empirical CDF per variant; ``latencies`` has ``variant`` and ``latency`` (in ``unit``, drawn
+    in the unit its range reads in: :func:`lisa_ext.report.readable.time_scale`)."""
     hv = load_holoviews()
-    curves = {}
-    for variant in dict.fromkeys(latencies["variant"]):
-        values = np.sort(latencies.loc[latencies["variant"] == variant, "latency"].to_numpy(float))
-        if values.size == 0:
-            continue
-        frac = np.arange(1, values.size + 1) / values.size
-        curves[variant] = hv.Curve((values, frac), kdims=[f"latency ({unit})"],
-                                   vdims=["fraction of wakeups"], label=variant)
-    overlay = hv.Overlay(list(curves.values())) if curves else hv.Curve([])
+    xlabel, curves = drawing.cdf_curves(latencies, unit)
+    overlay = hv.Overlay([hv.Curve((values, frac), kdims=[xlabel], vdims=["fraction of wakeups"], label=variant)
+                          for variant, values, frac in curves]) if curves else hv.Curve([])
     return _both(overlay, title=title, logx=True)
 
 

@@ -15,11 +15,13 @@ import numbers
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from lisa_ext.report import escape
 
-__all__ = ["EMPTY", "decimals_of", "format_number", "knobs_table", "metric_label", "page_styler", "readable_table"]
+__all__ = ["EMPTY", "decimals_of", "format_number", "knobs_table", "metric_label", "page_styler", "readable_table",
+           "time_scale"]
 
 #: how an empty cell prints: never "nan"
 EMPTY = "–"
@@ -33,6 +35,33 @@ _NO_MATH = 'class="tex2jax_ignore mathjax_ignore"'
 #: identifier tokens that name a unit: ``sleep_ms_median`` -> "sleep median (ms)"
 _UNIT_TOKENS = {"pct": "%", "ms": "ms", "us": "µs", "ns": "ns", "s": "s", "mhz": "MHz", "khz": "kHz",
                 "mw": "mW", "w": "W", "mibps": "MiB/s", "kib": "KiB", "mib": "MiB"}
+#: time units a figure's axis grows through, each with its length in µs
+_TIME_UNITS = (("ns", 1e-3), ("µs", 1.0), ("ms", 1e3), ("s", 1e6))
+#: how a run or a spec may spell a time unit -> the reader's spelling
+_TIME_SPELLINGS = {"ns": "ns", "us": "µs", "µs": "µs", "μs": "µs", "ms": "ms", "s": "s"}
+#: an axis's largest value in its unit stays below this: its ticks have at most 5 digits (the page
+#: check's "unreadable number"), 200000 µs reads as 200 ms
+_AXIS_LIMIT = 10_000
+
+
+def time_scale(values: Iterable[float], unit: str) -> tuple[float, str]:
+    """How a figure shows ``values`` measured in ``unit``: ``(factor, unit)``, values times
+    ``factor`` in the returned unit, the first of ns, µs, ms, s from ``unit`` on in which the
+    largest finite magnitude stays below 10,000 (ticks of at most 5 digits). The unit is spelt for
+    a reader (``us`` -> ``µs``); a unit that is not a time comes back as it is, with factor 1."""
+    spelt = _TIME_SPELLINGS.get(str(unit).strip())
+    if spelt is None:
+        return 1.0, unit
+    array = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").to_numpy(float)
+    finite = np.abs(array[np.isfinite(array)])
+    top = float(finite.max()) if finite.size else 0.0
+    at = [name for name, _ in _TIME_UNITS].index(spelt)
+    start = _TIME_UNITS[at][1]
+    while at + 1 < len(_TIME_UNITS) and top * start / _TIME_UNITS[at][1] >= _AXIS_LIMIT:
+        at += 1
+    return start / _TIME_UNITS[at][1], _TIME_UNITS[at][0]
+
+
 def metric_label(metric: str, unit: str = "", labels: Mapping[str, str] | None = None) -> str:
     """A metric's name for a reader: ``labels[metric]`` when given, else its identifier
     spelled out (underscores to spaces, common abbreviations expanded, a ``trace`` prefix
