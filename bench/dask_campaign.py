@@ -43,7 +43,8 @@ from functools import partial
 from pathlib import Path
 
 from lisa_ext.trace.cluster import SERIAL, local_cluster, map_traces
-from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult
+from lisa_ext.campaign.store.records import RunKey, RunResult
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.report.traces import collect_file
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,7 +27,8 @@ import pandas as pd
 
 from lisa_ext.campaign.runner import SpecChanged, run_campaign
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import CampaignStore, metrics_table, read_campaign
+from lisa_ext.campaign.store.reader import metrics_table, read_campaign
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import UserError
 from lisa_ext.report.readable import metric_label, time_scale
 from lisa_ext.stats import compare
@@ -95,7 +96,7 @@ def campaign_overview(campaign_dir: str | os.PathLike):
 def per_run_table(campaign_dir: str | os.PathLike, workload: str, metrics=None):
     """The per-run metrics of one workload: one row per run, one column per metric (with unit).
 
-    Failed runs are left out, as in the report (:func:`lisa_ext.campaign.store.metrics_table`).
+    Failed runs are left out, as in the report (:func:`lisa_ext.campaign.store.reader.metrics_table`).
     ``metrics`` restricts the columns (default: every metric the workload reports).
     """
     df = metrics_table(campaign_dir)

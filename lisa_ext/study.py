@@ -31,7 +31,8 @@ import pandas as pd
 
 from lisa_ext.campaign.runner import RunSummary, run_campaign
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import CampaignStore, traced_runs
+from lisa_ext.campaign.store.reader import traced_runs
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.report.build import REPORT_DIR, TABLE_FILES, ReportOptions, build_report, campaign_metrics

@@ -32,7 +32,8 @@ from lisa_ext.bisect.spec import (MetricChoice, metric_matches, parse_metric, pa
                                   write_step_kernel)
 from lisa_ext.campaign.runner import run_campaign
 from lisa_ext.campaign.spec import load_spec as load_campaign_spec
-from lisa_ext.campaign.store import CampaignStore, metrics_table
+from lisa_ext.campaign.store.reader import metrics_table
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.build import artefact_hash
 from lisa_ext.kernel.spec import load_variant_spec

@@ -18,7 +18,8 @@ from lisa_ext.campaign import host_load, remote
 from lisa_ext.campaign.runner import run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.status import campaign_status
-from lisa_ext.campaign.store import CampaignStore, Metric, RunKey, RunResult
+from lisa_ext.campaign.store.records import Metric, RunKey, RunResult
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.report.build import build_report
 from lisa_ext.studies.rfc import campaign_platform

@@ -225,7 +225,7 @@ def test_knob_reverted_after_workload_failure(tmp_path, live_and_restore_knob):
 #: after a run is published (renamed into place) and before its journal is cleared
 _KILLED_AFTER_PUBLISH = """\
 import os, signal, sys
-from lisa_ext.campaign.store import Journal
+from lisa_ext.campaign.store.journal import Journal
 from lisa_ext.cli import main
 Journal.clear = lambda self: os.kill(os.getpid(), signal.SIGKILL)
 sys.exit(main(sys.argv[1:]))

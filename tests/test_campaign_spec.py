@@ -231,7 +231,7 @@ def test_runs_off_the_board_resume_under_any_board_timing(tmp_path):
     """A campaign on a target without the emulation modules (the quickstart on this machine) paid
     for nothing: a new default timing does not stop it from resuming, and its state follows."""
     from lisa_ext.campaign.runner import CampaignRunner
-    from lisa_ext.campaign.store import CampaignStore
+    from lisa_ext.campaign.store.writer import CampaignStore
 
     path = write_spec(tmp_path / "spec.yml", GOOD)
     out = tmp_path / "out"

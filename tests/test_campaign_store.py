@@ -11,15 +11,10 @@ import pytest
 
 from campaign_helpers import REPO
 from lisa_ext.campaign.status import campaign_status
-from lisa_ext.campaign.store import (
-    METRICS_COLUMNS,
-    CampaignStore,
-    Metric,
-    RunKey,
-    RunResult,
-    metrics_table,
-    read_campaign,
-)
+from lisa_ext.campaign.store.metrics import METRICS_COLUMNS
+from lisa_ext.campaign.store.reader import metrics_table, read_campaign
+from lisa_ext.campaign.store.records import Metric, RunKey, RunResult
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import SpecError
 from lisa_ext.campaign.workloads.fio import parse_fio_json
 from lisa_ext.campaign.workloads.rtapp import parse_rtapp_log, task_metrics

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.report import build, figures
 from lisa_ext.report.build import ReportOptions, build_report
-from lisa_ext.report.campaign import read_campaign
 from lisa_ext.report.cache import digest
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity"
@@ -82,7 +82,7 @@ def test_fast_figures_draw_the_holoviews_figures_numbers(tmp_path):
 
     from lisa_ext.report import drawing
     from lisa_ext.report.build import _figures
-    from lisa_ext.report.campaign import metrics_frame, read_campaign
+    from lisa_ext.report.campaign import metrics_frame
     from lisa_ext.stats.compare import compare
 
     campaign = read_campaign(SAMPLE)

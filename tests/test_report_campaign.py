@@ -1,6 +1,6 @@
 """``lisa-ext report`` on a real campaign directory made here from fio runs.
 
-The campaign is written in the store layout (``lisa_ext/campaign/store.py``):
+The campaign is written in the store layout (``lisa_ext/campaign/store/``):
 real fio runs on this host, each under trace-cmd when tracing is possible, with
 result.json holding fio's own figures. Two reports of the same campaign must
 be byte-identical.
@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.cli import main
 from lisa_ext.errors import SpecError, UserError
-from lisa_ext.report.campaign import read_campaign
 
 TRACEFS = Path("/sys/kernel/tracing")
 VARIANTS = {"bs4k": "4k", "bs16k": "16k"}

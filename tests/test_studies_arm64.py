@@ -17,7 +17,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.report.readable import metric_label
 from lisa_ext.studies import eas, placement, teo_util
 from test_studies_smoke import LISA_EXT, NOISE, _outputs

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.study import find_study
 from lisa_ext.trace.cli import stats

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from lisa_ext.campaign.store import Metric, RunResult, write_json
+from lisa_ext.campaign.store.files import write_json
+from lisa_ext.campaign.store.records import Metric, RunResult
 from lisa_ext.rfc_numbers import load_rfc_numbers
 from lisa_ext.studies import idle_gating
 

@@ -17,7 +17,8 @@ import pytest
 from campaign_helpers import REPO
 from lisa_ext.campaign.runner import CampaignRunner
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import CAMPAIGN_MARKER, CampaignStore
+from lisa_ext.campaign.store.layout import CAMPAIGN_MARKER
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.cli import main
 from lisa_ext.errors import UserError
 from lisa_ext.report.build import REPORT_MARKER

@@ -55,7 +55,7 @@ def campaign(tmp_path_factory):
     require_board_capabilities()
     from lisa_ext.campaign.runner import run_campaign
     from lisa_ext.campaign.spec import load_spec
-    from lisa_ext.campaign.store import read_campaign
+    from lisa_ext.campaign.store.reader import read_campaign
     from lisa_ext.kernel.deploy import deploy_variant
     from lisa_ext.target.board import BoardTarget
     from lisa_ext.vboard.board import VirtualBoard

@@ -20,7 +20,7 @@ import pandas as pd
 
 from lisa_ext.analysis.registry import by_cli_name
 from lisa_ext.analysis import platform as plat
-from lisa_ext.campaign.store import traced_runs
+from lisa_ext.campaign.store.reader import traced_runs
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.trace import load_trace

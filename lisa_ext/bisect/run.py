@@ -34,7 +34,8 @@ from lisa_ext.bisect.spec import (MetricChoice, Series, campaign_doc, digest, me
 from lisa_ext.campaign.runner import run_campaign
 from lisa_ext.campaign.spec import CampaignSpec
 from lisa_ext.campaign.spec import load_spec as load_campaign_spec
-from lisa_ext.campaign.store import CampaignStore, read_campaign
+from lisa_ext.campaign.store.reader import read_campaign
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.report.build import campaign_metrics

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 
 __all__ = ["CpuUtilWindow", "parse_proc_stat", "utilisation"]
 

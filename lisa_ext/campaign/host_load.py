@@ -37,7 +37,7 @@ import time
 from typing import Any, Iterator, Mapping
 
 from lisa_ext.campaign.remote import target_uptime
-from lisa_ext.campaign.store import Run
+from lisa_ext.campaign.store.reader import Run
 from lisa_ext.errors import SpecError
 
 __all__ = ["META_KEY", "RATIO_TOLERANCE", "disturbed_runs", "measured", "warning_line"]

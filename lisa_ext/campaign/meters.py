@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 from lisa_ext.energy_model import model_from_target
 from lisa_ext.errors import UserError
 

@@ -41,7 +41,8 @@ from typing import Any, Callable
 
 from lisa_ext.campaign import health
 from lisa_ext.campaign.session import TargetSession
-from lisa_ext.campaign.store import CampaignStore, RunKey, RunResult
+from lisa_ext.campaign.store.records import RunKey, RunResult
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.campaign.workloads import make_workload
 from lisa_ext.campaign.tools import install_cached_tools
 from lisa_ext.errors import UserError

@@ -49,7 +49,9 @@ from lisa_ext.campaign import host_load, meters, recovery, remote, requirements,
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
-from lisa_ext.campaign.store import RUN_TRACE, RUN_TRACE_LOG, CampaignStore, Metric, RunKey, RunResult
+from lisa_ext.campaign.store.layout import RUN_TRACE, RUN_TRACE_LOG
+from lisa_ext.campaign.store.records import Metric, RunKey, RunResult
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.campaign.tools import install_cached_tools, missing_tool_hint
 from lisa_ext.campaign.workloads import RunContext, make_workload
 from lisa_ext.compat import quiet_lisa_logs

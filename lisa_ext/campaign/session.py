@@ -10,7 +10,7 @@
 - **the undo journal** -- every change a run makes on the target (original
   knob values, its ftrace instance, the processes it starts, cleanup commands,
   its remote directory), written before the change is made
-  (:class:`Journal`: the store's file, :class:`lisa_ext.campaign.store.Journal`), so that
+  (:class:`Journal`: the store's file, :class:`lisa_ext.campaign.store.journal.Journal`), so that
   :meth:`TargetSession.undo`
   can restore the target after a crash of this very process (SIGKILL
   included) or a run lost with the target.

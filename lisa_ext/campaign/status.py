@@ -9,7 +9,9 @@ from pathlib import Path
 from lisa_ext.campaign import host_load, trace_loss
 from lisa_ext.campaign.runner import plan_runs
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import CampaignStore, DamagedRun, RunKey
+from lisa_ext.campaign.store.reader import DamagedRun
+from lisa_ext.campaign.store.records import RunKey
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import UserError
 
 __all__ = ["CampaignStatus", "campaign_status"]
@@ -76,7 +78,7 @@ def _headline(error: str) -> str:
 
 def campaign_status(campaign_dir: str | os.PathLike, *, repair: bool = False) -> CampaignStatus:
     """The runs of a campaign directory against its spec copy; ``repair`` first moves damaged
-    runs aside (:meth:`~lisa_ext.campaign.store.CampaignStore.quarantine`)."""
+    runs aside (:meth:`~lisa_ext.campaign.store.writer.CampaignStore.quarantine`)."""
     store = CampaignStore(campaign_dir)
     if not store.spec_copy.is_file():
         raise UserError(f"{campaign_dir} is not a campaign directory (no campaign.yml)")

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from lisa_ext.campaign.store import RUN_TRACE, Run
+from lisa_ext.campaign.store.layout import RUN_TRACE
+from lisa_ext.campaign.store.reader import Run
 from lisa_ext.errors import SpecError
 from lisa_ext.trace.tracedat import count_events
 

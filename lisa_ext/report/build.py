@@ -35,12 +35,14 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.campaign import host_load, trace_loss
-from lisa_ext.campaign.store import CampaignStore, never_removed
+from lisa_ext.campaign.store.reader import Campaign, read_campaign
+from lisa_ext.campaign.store.removal import never_removed
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache as report_cache
 from lisa_ext.report import figures as figs
 from lisa_ext.report import tables
-from lisa_ext.report.campaign import Campaign, metrics_frame, read_campaign
+from lisa_ext.report.campaign import metrics_frame
 from lisa_ext.report.escape import code_span, markdown
 from lisa_ext.report.readable import metric_label, time_scale
 from lisa_ext.stats.compare import compare

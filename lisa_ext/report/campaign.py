@@ -1,27 +1,18 @@
 """The campaign a report is about: the store's runs plus trace-derived rows.
 
-Runs are read by :func:`lisa_ext.campaign.store.read_campaign` (re-exported
-here with :class:`~lisa_ext.campaign.store.Run`,
-:class:`~lisa_ext.campaign.store.Campaign` and
-:data:`~lisa_ext.campaign.store.TRACE_FILES`): failed runs are kept aside
-(they are listed in the report, their partial metrics are not used); hidden
-directories are runs still being written.
+Runs are read by :func:`lisa_ext.campaign.store.reader.read_campaign`: failed
+runs are kept aside (they are listed in the report, their partial metrics are
+not used); hidden directories are runs still being written.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from lisa_ext.campaign.store import (
-    METRICS_COLUMNS,
-    TRACE_FILES,
-    Campaign,
-    Run,
-    read_campaign,
-    validate_metrics,
-)
+from lisa_ext.campaign.store.metrics import METRICS_COLUMNS, validate_metrics
+from lisa_ext.campaign.store.reader import Campaign
 
-__all__ = ["TRACE_FILES", "Campaign", "Run", "metrics_frame", "read_campaign"]
+__all__ = ["metrics_frame"]
 
 
 def metrics_frame(campaign: Campaign, extra: pd.DataFrame | None = None) -> pd.DataFrame:

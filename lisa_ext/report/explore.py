@@ -41,7 +41,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from lisa_ext.campaign.store import RUN_TRACE
+from lisa_ext.campaign.store.layout import RUN_TRACE
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lisa_ext.campaign.store import RUN_META
+from lisa_ext.campaign.store.layout import RUN_META
 from lisa_ext.energy_model import EnergyModel, load_model, model_from_dict
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache

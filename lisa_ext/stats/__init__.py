@@ -12,13 +12,13 @@ from lisa_ext.stats.compare import (
     COMPARISON_COLUMNS, MIN_ITERATIONS, compare, compare_summaries, pct_change,
     pct_change_better,
 )
-from lisa_ext.stats.metrics import METRIC_COLUMNS, read_metrics, validate_metrics
+from lisa_ext.stats.metrics import read_metrics
 from lisa_ext.stats.summary import MEAN_KINDS, MeanKind, default_mean, describe, mean_ci, mean_of, summarise
 from lisa_ext.stats.tests import TESTS, Sample, p_value
 
 __all__ = [
     "COMPARISON_COLUMNS", "MIN_ITERATIONS", "compare", "compare_summaries", "pct_change",
-    "pct_change_better", "pct_change_ci", "pct_change_ci_from_stats", "METRIC_COLUMNS", "read_metrics", "validate_metrics",
+    "pct_change_better", "pct_change_ci", "pct_change_ci_from_stats", "read_metrics",
     "MEAN_KINDS", "MeanKind", "default_mean", "describe", "mean_ci", "mean_of", "summarise", "TESTS", "Sample",
     "p_value",
 ]

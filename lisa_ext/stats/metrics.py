@@ -2,10 +2,11 @@
 
 This is the contract between the campaign store and the statistics: columns
 ``campaign``, ``variant``, ``workload``, ``metric``, ``unit``,
-``lower_is_better``, ``iteration``, ``value``. :mod:`lisa_ext.campaign.store`
-defines and validates it (:func:`validate_metrics`, re-exported here); this
-module reads tables saved as CSV or Parquet through the same check, so every
-later stage can trust the column types.
+``lower_is_better``, ``iteration``, ``value``.
+:mod:`lisa_ext.campaign.store.metrics` defines and validates it
+(:func:`~lisa_ext.campaign.store.metrics.validate_metrics`); this module reads
+tables saved as CSV or Parquet through the same check, so every later stage can
+trust the column types.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lisa_ext.campaign.store import METRIC_DTYPES as METRIC_COLUMNS
-from lisa_ext.campaign.store import validate_metrics
+from lisa_ext.campaign.store.metrics import validate_metrics
 from lisa_ext.errors import UserError
 
-__all__ = ["METRIC_COLUMNS", "read_metrics", "validate_metrics"]
+__all__ = ["read_metrics"]
 
 
 def read_metrics(path: str | os.PathLike) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.studies.rfc import rows_from_metrics
 from lisa_ext.studies.runs import per_run_analysis

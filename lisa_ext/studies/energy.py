@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lisa_ext.campaign.store import Run, read_campaign
+from lisa_ext.campaign.store.reader import Run, read_campaign
 from lisa_ext.energy_model import model_from_dict
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.trace import load_trace

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.analysis.idle_wakeups import wakeups_from_idle
-from lisa_ext.campaign.store import Run, read_campaign
+from lisa_ext.campaign.store.reader import Run, read_campaign
 from lisa_ext.report.cache import cached_frame, code_digest
 from lisa_ext.report.figures import FigureSpec, load_holoviews, render_figures
 from lisa_ext.rfc_numbers import load_rfc_numbers

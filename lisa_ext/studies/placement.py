@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.report.figures import FigureSpec, render_figures, residency_figure
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.trace import PLATFORM_FILE

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.readable import page_styler
 from lisa_ext.rfc_numbers import RfcTable, load_rfc_numbers

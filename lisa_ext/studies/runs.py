@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.campaign.store import read_campaign, traced_runs
+from lisa_ext.campaign.store.reader import read_campaign, traced_runs
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.trace import load_trace

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store import read_campaign
+from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable

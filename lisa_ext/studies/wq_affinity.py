@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.analysis.platform import Platform, parse_cpu_list
-from lisa_ext.campaign.store import RUN_META, Run, read_campaign
+from lisa_ext.campaign.store.layout import RUN_META
+from lisa_ext.campaign.store.reader import Run, read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.figures import export, grouped_bars_figure, load_holoviews

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
 from lisa_ext.schema import Field
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 
 __all__ = ["Workload", "WorkloadError", "RunContext"]
 

@@ -41,7 +41,7 @@ import re
 
 from lisa_ext.campaign import remote
 from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number, check_mapping, show
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.dmcrypt import CRYPT_SCHEMA, CryptDevice
 from lisa_ext.errors import SpecError

@@ -34,7 +34,7 @@ import time
 
 from lisa_ext.campaign import remote
 from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged, tail
 from lisa_ext.errors import UserError

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import SpecError

@@ -17,7 +17,7 @@ import json
 import re
 
 from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged
 

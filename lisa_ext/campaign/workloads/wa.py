@@ -25,7 +25,7 @@ import subprocess
 
 from ruamel.yaml import YAML
 
-from lisa_ext.campaign.store import Metric
+from lisa_ext.campaign.store.records import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import tail
 from lisa_ext.errors import UserError
