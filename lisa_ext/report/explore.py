@@ -41,7 +41,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from lisa_ext.campaign.store.layout import RUN_TRACE
+from lisa_ext.campaign.store.layout import TRACE_FILES
+from lisa_ext.campaign.store.reader import run_trace
 from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.report import cache
@@ -91,14 +92,13 @@ class ExplorerTables:
 
 
 def trace_file(source: str | os.PathLike) -> Path:
-    """The trace of ``source``: a trace file, or a run directory holding ``trace.dat``."""
+    """The trace of ``source``: a trace file, or a run directory holding one."""
     path = Path(source)
-    if path.is_dir():
-        path = path / RUN_TRACE
-    if not path.is_file():
+    trace = run_trace(path) if path.is_dir() else path
+    if trace is None or not trace.is_file():
         raise UserError(f"{path}: no trace here: expected a trace file or a run directory "
-                        f"holding {RUN_TRACE}")
-    return path
+                        f"holding {' or '.join(TRACE_FILES)}")
+    return trace
 
 
 def _cached_index(path: Path):

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
 import shutil
 import warnings
@@ -45,9 +44,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lisa_ext.campaign.store.layout import RUN_META
+from lisa_ext.campaign.store.reader import RunMeta
 from lisa_ext.energy_model import EnergyModel, load_model, model_from_dict
-from lisa_ext.errors import UserError
+from lisa_ext.errors import SpecError, UserError
 from lisa_ext.report import cache
 from lisa_ext.report.explore import trace_file
 from lisa_ext.trace import read_trace
@@ -62,13 +61,12 @@ PERFETTO_UI = "https://ui.perfetto.dev"
 def run_model(source: str | os.PathLike) -> EnergyModel | None:
     """The power model a run's meter recorded (``meta.json`` ``energy.model``), if any."""
     path = Path(source)
-    meta = (path if path.is_dir() else path.parent) / RUN_META
     try:
-        data = json.loads(meta.read_text())
-    except (OSError, ValueError):
+        meta = RunMeta.read(path if path.is_dir() else path.parent)
+    except SpecError:
         return None
-    model = (data.get("energy") or {}).get("model") if isinstance(data, dict) else None
-    return model_from_dict(model, f"{meta} energy.model") if model else None
+    model = (meta.get("energy") or {}).get("model")
+    return model_from_dict(model, f"{meta.path} energy.model") if model else None
 
 
 def _ns(seconds) -> np.ndarray:

@@ -52,7 +52,7 @@ def _trace_power_mw(run: Run, model: dict, markers: list[str] | None) -> float:
     def compute() -> pd.DataFrame:
         trace = load_trace(run.trace)
         window = marker_window(trace, markers) if markers else None
-        figures = trace.ana.energy.summary(model=model_from_dict(model, f"{run.label} meta.json energy.model"),
+        figures = trace.ana.energy.summary(model=model_from_dict(model, f"{run.meta.path} energy.model"),
                                            window=window)
         return pd.DataFrame({"avg_power_mw": [float(figures["avg_power_mw"] or float("nan"))]})
 

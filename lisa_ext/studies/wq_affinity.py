@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.analysis.platform import Platform, parse_cpu_list
-from lisa_ext.campaign.store.layout import RUN_META
 from lisa_ext.campaign.store.reader import Run, read_campaign
 from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
@@ -103,13 +102,13 @@ def direction(table_id: str, ours: pd.DataFrame, row: str, *, tolerance_pct: flo
 
 def _platform(run: Run) -> Platform:
     llc = (run.meta.get("platform") or {}).get("llc") or []
-    return Platform(llc=tuple(parse_cpu_list(cpus) for cpus in llc), source=f"{run.path}/{RUN_META}")
+    return Platform(llc=tuple(parse_cpu_list(cpus) for cpus in llc), source=str(run.meta.path))
 
 
 def _placement(run: Run, trace: Path) -> pd.DataFrame:
     platform = _platform(run)
     if len(platform.llc) < 2:
-        raise UserError(f"{run.path}/meta.json: the run records {len(platform.llc)} LLC domain(s) "
+        raise UserError(f"{run.meta.path}: the run records {len(platform.llc)} LLC domain(s) "
                         "(platform.llc); the study needs a target with at least two")
 
     def compute() -> pd.DataFrame:
