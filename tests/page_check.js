@@ -282,6 +282,8 @@
       .match(/\b([ahg]mean)\b/i) || [null, "amean"])[1].toLowerCase();
     const kinds = new Set(cells.filter((c) => c.tagName === "TD" && /±|\([ahg]mean\)/i.test(c.textContent))
       .map((c) => (clean(c.textContent).match(/\(([ahg]mean)\)/i) || [null, headKind])[1].toLowerCase()));
+    // a row label may name its kind too ("hmean read_iops [IOPS]", a report's Markdown comparison)
+    cells.forEach((c) => { const m = clean(c.textContent).match(/^([ahg]mean) /i); if (m) kinds.add(m[1].toLowerCase()); });
     if (kinds.size > 1) add("mixed means", where, `one table shows ${Array.from(kinds).sort().join(" and ")}`);
     const heads = clean(Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent).join(" "));
     if (/\bknobs?\b/i.test(heads)) {

@@ -11,7 +11,10 @@ import nbformat
 
 import page_check
 from lisa_ext import study
+from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.readable import knobs_table, metric_label
+from lisa_ext.report.tables import render_markdown
+from lisa_ext.stats import compare
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity-board"
 _KNOBS = {"/sys/module/lisa_emu_cpuidle/parameters/timing": "faithful",
@@ -48,6 +51,19 @@ def test_the_cover_table_quotes_one_mean_per_table_and_says_why_unbounded(tmp_pa
     assert "unbounded: too few runs" in html and ">unbounded<" not in html
     found = page_check.check_page(_page(tmp_path, html))
     assert found.seen["tables"] == 2 and not found.findings, found.report()
+
+
+def test_a_comparison_naming_two_means_in_its_rows_is_found(tmp_path):
+    # the report's Markdown comparison tags each row with its mean: "hmean read_iops", "amean ..."
+    cmp = compare(campaign_metrics(SAMPLE, traces=False), baseline="system")
+    assert set(cmp["mean_kind"]) == {"amean", "hmean"}
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("")
+    cell.outputs = [nbformat.v4.new_output("display_data", {"text/markdown": render_markdown(cmp)})]
+    nb.cells.append(cell)
+    found = page_check.check_page(study.export_notebook(nb, tmp_path / "comparison.html"))
+    assert found.seen["tables"] >= 1
+    assert "mixed means" in {f["check"] for f in found.findings}, found.report()
 
 
 def test_a_label_with_its_own_parentheses_takes_the_unit_inside():
