@@ -31,11 +31,12 @@ import pandas as pd
 
 from lisa_ext.campaign.runner import RunSummary, run_campaign
 from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store.layout import REPORT_DIR
 from lisa_ext.campaign.store.reader import traced_runs
 from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.lisa_hook import skip_iri_format_checker
-from lisa_ext.report.build import REPORT_DIR, TABLE_FILES, ReportOptions, build_report, campaign_metrics
+from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report, campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.explore import explorer_page, use_bokeh
 from lisa_ext.report.figures import figure_name, svg_text

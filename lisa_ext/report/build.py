@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.campaign import host_load, trace_loss
+from lisa_ext.campaign.store.layout import REPORT_DIR
 from lisa_ext.campaign.store.reader import Campaign, read_campaign
 from lisa_ext.campaign.store.removal import never_removed
 from lisa_ext.campaign.store.writer import CampaignStore
@@ -48,11 +49,8 @@ from lisa_ext.report.readable import metric_label, time_scale
 from lisa_ext.stats.compare import compare
 from lisa_ext.trace.cluster import map_traces
 
-__all__ = ["REPORT_DIR", "REPORT_MARKER", "ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics",
+__all__ = ["REPORT_MARKER", "ReportOptions", "TABLE_FILES", "build_report", "campaign_metrics",
            "report_replace_refusal"]
-
-#: where a campaign's report lives, inside its campaign directory
-REPORT_DIR = "report"
 
 #: format -> file name under report/
 TABLE_FILES = {"csv": "comparison.csv", "mmtests": "comparison.mmtests.txt",
