@@ -13,6 +13,9 @@ PACKAGES=(
     build-essential pkg-config libzstd-dev zlib1g-dev clang
     # kernel variants and the virtual board
     linux-source-6.12 git bc flex bison libelf-dev libssl-dev cpio kmod ccache e2fsprogs
+    # sched_ext kernel variants (kernels/configs/sched-ext.config): BTF from DWARF, and the BPF
+    # schedulers of the tree's tools/sched_ext (clang >= 16, linked statically against libelf/zstd)
+    dwarves clang-19 llvm-19
     qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
     # the arm64 board: cross compiler, qemu-system-aarch64 (its rootfs is debootstrap --foreign,
     # assembled without running arm64 code, so no qemu-user-static)
