@@ -4,12 +4,14 @@ naming the file and key, exit status 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from lisa_ext.campaign.spec import load_spec
+from lisa_ext.kernel.build import build_status
 from lisa_ext.study import list_studies
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,3 +70,25 @@ def test_kernel_status_in_an_empty_cache_says_not_built_and_what_to_run(tmp_path
     assert "not built" in status["teo-util/teo"] and "one build with teo-util/menu (kernels/teo-util/menu.yml), " \
         "teo-util/teo-util (kernels/teo-util/teo.yml)" in status["teo-util/teo"]
     assert status["teo-util/menu"].endswith("lisa-ext kernel build kernels/teo-util/menu.yml")
+
+
+def test_kernel_status_names_the_spec_a_shared_build_was_made_for(tmp_path, monkeypatch):
+    # another study's "baseline": idle-gating's, its files by absolute path, so the same build
+    other = tmp_path / "other-study" / "baseline.yml"
+    other.parent.mkdir()
+    other.write_text((REPO / "kernels" / "idle-gating" / "baseline.yml").read_text()
+                     .replace("../", f"{REPO}/kernels/"))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LISA_EXT_CACHE", str(cache))
+    ours = build_status(REPO / "kernels" / "idle-gating" / "baseline.yml")
+    assert ours.hash == build_status(other).hash and not ours.built
+    # the other study's build in the cache, recorded as build_variant records one
+    ours.directory.mkdir(parents=True)
+    (ours.directory / "artefacts.json").write_text(json.dumps({"hash": ours.hash, "variant": "baseline",
+                                                               "spec": str(other)}))
+    proc = _run("kernel", "status", "kernels/idle-gating/baseline.yml", str(other), cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    mine, theirs = proc.stdout.splitlines()
+    assert mine.startswith("baseline (kernels/idle-gating/baseline.yml) ")
+    assert f"built {ours.hash[:12]} for baseline ({other}); one build with baseline ({other})" in mine
+    assert theirs.startswith(f"baseline ({other}) ") and " for " not in theirs

@@ -310,8 +310,10 @@ class BuildStatus:
     built: bool
     directory: Path | None
     #: the variant whose build made the cached artefacts (the hash ignores cmdline, knobs,
-    #: modules: variants differing only there share one build)
+    #: modules: variants differing only there share one build), and its spec file (every
+    #: study has a ``baseline``)
     built_by: str | None = None
+    built_by_spec: Path | None = None
     reason: str = ""
 
 
@@ -336,7 +338,8 @@ def build_status(spec_path: str | os.PathLike, arch: str | None = None) -> Build
     if not meta_path.is_file():
         return BuildStatus(spec.name, spec.path, digest, False, directory)
     meta = json.loads(meta_path.read_text())
-    return BuildStatus(spec.name, spec.path, digest, True, directory, built_by=meta.get("variant"))
+    return BuildStatus(spec.name, spec.path, digest, True, directory, built_by=meta.get("variant"),
+                       built_by_spec=Path(meta["spec"]) if meta.get("spec") else None)
 
 
 def build_variant(spec_path: str | os.PathLike, jobs: int | None = None, force: bool = False, log=print,

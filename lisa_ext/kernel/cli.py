@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from lisa_ext.kernel.build import build_env, build_status, build_variant, resolve_config
+from lisa_ext.kernel.build import BuildStatus, build_env, build_status, build_variant, resolve_config
 from lisa_ext.kernel.spec import ARCHES, load_variant_spec
 from lisa_ext.schema import load_yaml
 from lisa_ext.workbench import shown_path
@@ -80,6 +80,18 @@ def _label(variant: str, spec_path: Path) -> str:
     return f"{variant} ({shown_path(spec_path)})"
 
 
+def _built_for(st: BuildStatus) -> str:
+    """Which variant's build a cached one is, when another spec made it: by its name and spec
+    file, since a ``baseline`` of one study is not another's."""
+    if st.built_by is None:
+        return ""
+    if st.built_by_spec is None:  # a build recorded before the cache kept its spec
+        return f" for {st.built_by}" if st.built_by != st.name else ""
+    if st.built_by_spec.resolve() == Path(st.spec_path).resolve():
+        return ""
+    return f" for {_label(st.built_by, st.built_by_spec)}"
+
+
 def _variant_specs(path: str) -> list[tuple[str, Path]]:
     """(label, kernel variant spec) of a campaign spec's variants, or of one kernel variant spec."""
     doc = load_yaml(Path(path), "spec")
@@ -116,8 +128,7 @@ def _status(args: argparse.Namespace) -> int:
         shared = [other for other in by_hash[st.hash] if other != label]
         share = f"; one build with {', '.join(shared)}" if shared else ""
         if st.built:
-            by = f" (built for {st.built_by})" if st.built_by and st.built_by != st.name else ""
-            print(f"{label:<{width}}  built {st.hash[:12]}{by}{share}")
+            print(f"{label:<{width}}  built {st.hash[:12]}{_built_for(st)}{share}")
         else:
             missing += 1
             print(f"{label:<{width}}  not built {st.hash[:12]}{share}: lisa-ext kernel build {shown_path(st.spec_path)}")
