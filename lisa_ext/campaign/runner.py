@@ -45,7 +45,8 @@ from ruamel.yaml import YAML
 from tqdm import tqdm
 
 from lisa_ext import knobs as _knobs
-from lisa_ext.campaign import host_load, meters, recovery, remote, requirements, storage, trace_loss, tracing
+from lisa_ext.campaign import (host_load, meters, recovery, remote, requirements, sched_ext, storage, trace_loss,
+                               tracing)
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
@@ -175,7 +176,9 @@ class CampaignRunner:
         self.progress = progress
         self.echo = echo or (lambda msg: print(msg, file=sys.stderr))
         self.session: TargetSession | None = None
-        self.target = None  # the session's LISA target: workloads, tracing, tool installs
+        #: the session's LISA target (devlib), for workloads, tracing and tool installs; what the
+        #: campaign does to the machine goes through the protocol's target, ``self.session.target``
+        self.lisa_target = None
         self.tracefs: str | None = None
         self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
@@ -185,6 +188,8 @@ class CampaignRunner:
         #: (kernel variant, LISA PlatformInfo read while it ran): capacities follow the kernel
         self._platform_info: tuple[Path | None, object] = (None, None)
         self._target_lock_fd: int | None = None
+        #: (kernel variant, scheduler) -> the BPF scheduler's path on the target and its hash
+        self._schedulers: dict[tuple[Path | None, str], tuple[str, str]] = {}
 
     # -- campaign directory -------------------------------------------------
 
@@ -235,32 +240,32 @@ class CampaignRunner:
 
     def _connect(self) -> None:
         self.session = TargetSession.open(self.spec.target_config, self.store.journal)
-        self.target = self.session.lisa
+        self.lisa_target = self.session.lisa
         self.session.target.use_clock(self.spec.board_clock)
         problems = []
         if self.spec.trace is not None:
-            self.tracefs = tracefs_root(self.target)
+            self.tracefs = tracefs_root(self.lisa_target)
             if self.tracefs is None:
                 problems.append("tracefs is not mounted on the target "
                                 "(as root: mount -t tracefs nodev /sys/kernel/tracing)")
             else:
-                missing = tracing.check_events(self.target, self.tracefs, self.spec.trace.events)
+                missing = tracing.check_events(self.lisa_target, self.tracefs, self.spec.trace.events)
                 if missing:
                     problems.append(f"trace events not available on the target: {', '.join(missing)}")
-            if self.target.which("trace-cmd") is None:
+            if self.lisa_target.which("trace-cmd") is None:
                 try:
-                    self.target.install_tools(["trace-cmd"])
+                    self.lisa_target.install_tools(["trace-cmd"])
                 except Exception as exc:
                     problems.append(f"trace-cmd is not on the target and LISA could not install it: {exc}")
         tools = {"trace-cmd"} if self.spec.trace else set()
-        for tool in install_cached_tools(self.target, {t for w in self.spec.workloads
+        for tool in install_cached_tools(self.lisa_target, {t for w in self.spec.workloads
                                                        for t in make_workload(w).TOOLS}):
             self.echo(f"installed {tool} on the target from the tool cache")
         missing: dict[str, list[str]] = {}  # tool -> the workloads needing it
         for w in self.spec.workloads:
             for tool in make_workload(w).TOOLS:
                 tools.add(tool)
-                if tool in missing or self.target.which(tool) is None:
+                if tool in missing or self.lisa_target.which(tool) is None:
                     missing.setdefault(tool, []).append(w.name)
         for tool, names in missing.items():
             problems.append(f"{tool} (workload{'s' if len(names) > 1 else ''} {', '.join(names)}) is not "
@@ -268,19 +273,23 @@ class CampaignRunner:
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.session.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
+            # a kernel variant's sched_ext is checked in its config; the target's own kernel here
+            missing_scx = v.sched_ext and not v.kernel and sched_ext.sched_ext_missing(self.lisa_target)
+            if missing_scx:
+                problems.append(f"variant {v.name} ({v.sched_ext.scheduler}): {missing_scx}")
         if self.spec.requires and not any(v.kernel for v in self.spec.variants):
             problems += requirements.unmet_requirements(self.spec.requires,
                                                         requirements.platform_facts(self.session.target))
         try:
-            self.meter = meters.open_meter(self.target, self.spec.energy, str(self.spec.target))
+            self.meter = meters.open_meter(self.lisa_target, self.spec.energy, str(self.spec.target))
         except UserError as exc:
             problems.append(str(exc))
         if problems:
             raise UserError(f"{self.spec.path}: cannot run on {self.spec.target.name}: " + "; ".join(problems))
         self.faults = recovery.CampaignFaults.for_campaign(self.spec, self.store, self.session, self.echo,
                                                            self.state)
-        self.platform = platform_provenance(self.target)
-        self.tools = tool_versions(self.target, sorted(tools | {"rt-app"}))
+        self.platform = platform_provenance(self.lisa_target)
+        self.tools = tool_versions(self.lisa_target, sorted(tools | {"rt-app"}))
 
     def _undo(self) -> list[str]:
         """Undo what a stopped run left on the target (:func:`~lisa_ext.campaign.recovery.undo_stopped_run`)."""
@@ -317,17 +326,17 @@ class CampaignRunner:
         variant = next(v for v in spec.variants if v.name == key.variant)
         wspec = variant.workload(next(w for w in spec.workloads if w.name == key.workload))
         workload = make_workload(wspec)
-        target = self.target
+        lisa_target = self.lisa_target
         tmp = self.store.scratch(key)
-        remote_dir = target.path.join(target.working_directory, "lisa-ext", spec.name,
-                                      f"{key.variant}.{key.workload}.{key.iteration}")
+        remote_dir = lisa_target.path.join(lisa_target.working_directory, "lisa-ext", spec.name,
+                                           f"{key.variant}.{key.workload}.{key.iteration}")
         instance = f"{tracing.INSTANCE_PREFIX}{os.getpid()}"
         session = self.session
         session.begin(remote_dir, run=str(key), tmp=str(tmp))
         if self._traced_run(key):
             session.note_instance(self.tracefs, instance)
-        target.execute(f"rm -rf {remote.quote(remote_dir)} && mkdir -p {remote.quote(remote_dir)}",
-                       as_root=True)
+        lisa_target.execute(f"rm -rf {remote.quote(remote_dir)} && mkdir -p {remote.quote(remote_dir)}",
+                            as_root=True)
         meta: dict = {
             "campaign": spec.name, "variant": key.variant, "workload": key.workload,
             "iteration": key.iteration, "order_index": index, "order": spec.order,
@@ -340,7 +349,7 @@ class CampaignRunner:
             "campaign_state": {k: v for k, v in self.state.items() if k.startswith(("rtapp", "ebizzy"))},
             "start": _now(),
         }
-        ctx = RunContext(target, remote_dir, tmp, session.note_pid, self.state, session.note_cleanup)
+        ctx = RunContext(lisa_target, remote_dir, tmp, session.note_pid, self.state, session.note_cleanup)
         status, error, metrics = "ok", None, []
         fatal: BaseException | None = None
         t0 = time.monotonic()
@@ -363,7 +372,8 @@ class CampaignRunner:
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
-                    metrics = self._traced(workload, ctx, meta, instance)
+                    with self._sched_ext(variant, ctx, meta):
+                        metrics = self._traced(workload, ctx, meta, instance)
                 except BaseException:
                     # the run's own error is the one to record: a cleanup failing after it
                     # (often because of it) is kept beside it, not raised over it
@@ -387,7 +397,7 @@ class CampaignRunner:
         finally:
             with _timed(meta, "pull"):
                 self._pull_trace(remote_dir, tmp)
-                target.execute(f"rm -rf {remote.quote(remote_dir)}", as_root=True, check_exit_code=False)
+                lisa_target.execute(f"rm -rf {remote.quote(remote_dir)}", as_root=True, check_exit_code=False)
         meta["end"] = _now()
         meta["duration_s"] = round(time.monotonic() - t0, 3)
         trace_loss.record_lost_events(tmp, meta)
@@ -398,6 +408,19 @@ class CampaignRunner:
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
+
+    def _sched_ext(self, variant: VariantSpec, ctx: RunContext, meta: dict) -> contextlib.AbstractContextManager:
+        """The variant's BPF scheduler around the workload (built and installed once per kernel),
+        or a check that the kernel schedules on its own."""
+        if variant.sched_ext is None:
+            sched_ext.check_not_running(self.lisa_target, meta)
+            return contextlib.nullcontext()
+        key = (self.session.kernel, variant.sched_ext.scheduler)
+        if key not in self._schedulers:
+            self._schedulers[key] = sched_ext.install_scheduler(self.lisa_target, variant.sched_ext, variant.kernel)
+        binary, sha256 = self._schedulers[key]
+        return sched_ext.running(self.lisa_target, variant.sched_ext, binary, sha256, ctx.remote_dir, ctx.on_pid,
+                                 meta)
 
     def _write_platform_info(self, target, variant: VariantSpec, run_dir: Path) -> None:
         """``platform.yml`` (LISA's PlatformInfo: capacities, frequency domains) beside the run's
@@ -417,8 +440,8 @@ class CampaignRunner:
         marker = f"{self.tracefs}/instances/{instance}/trace_marker" if traced else None
 
         def run_workload() -> list[Metric]:
-            with (meters.metered(self.meter, meta, marker) as energy, CpuUtilWindow(self.target) as util,
-                  host_load.measured(self.target, meta, clock=self.session.target.clock,
+            with (meters.metered(self.meter, meta, marker) as energy, CpuUtilWindow(self.lisa_target) as util,
+                  host_load.measured(self.lisa_target, meta, clock=self.session.target.clock,
                                      board_share=self.session.target.host_share)):
                 meta["workload_start"] = _now()
                 try:
@@ -431,9 +454,9 @@ class CampaignRunner:
 
         if not traced:
             return run_workload()
-        output = self.target.path.join(ctx.remote_dir, RUN_TRACE)
+        output = self.lisa_target.path.join(ctx.remote_dir, RUN_TRACE)
         tracing_from = time.monotonic()
-        with tracing.recording(self.target, tracefs=self.tracefs, instance=instance,
+        with tracing.recording(self.lisa_target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
                                buffer_size_kb=trace.buffer_size_kb, on_pid=self.session.note_pid):
             _add_phase(meta, "tracing", tracing_from)
@@ -444,9 +467,9 @@ class CampaignRunner:
 
     def _pull_trace(self, remote_dir: str, tmp: Path) -> None:
         for name, local in ((RUN_TRACE, RUN_TRACE), (f"{RUN_TRACE}.log", RUN_TRACE_LOG)):
-            src = self.target.path.join(remote_dir, name)
-            if self.target.file_exists(src):
-                self.target.pull(src, str(tmp / local))
+            src = self.lisa_target.path.join(remote_dir, name)
+            if self.lisa_target.file_exists(src):
+                self.lisa_target.pull(src, str(tmp / local))
 
     # -- the campaign -------------------------------------------------------------
 
@@ -489,7 +512,7 @@ class CampaignRunner:
                 todo = [(i, k) for i, k in enumerate(plan_runs(self.spec)) if k not in done_before]
                 if todo:
                     for w in self.spec.workloads:
-                        make_workload(w).setup_campaign(self.target, self.state)
+                        make_workload(w).setup_campaign(self.lisa_target, self.state)
                     self._save_state()
                 failed = self._run_all(todo)
                 return RunSummary(self.spec.name, self.store.root, len(todo) - failed, failed,
