@@ -29,7 +29,7 @@ Command modules sit on top although most live inside the package they drive
 (``lisa_ext.stats.cli`` may use the report's table renderers, ``lisa_ext.vboard.cli``
 the kernel deploy); only :mod:`lisa_ext.cli` imports them, lazily. Inside
 :mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > session | spec >
-cpu_util | host_load | meters | tools | tracing | workloads > health | remote | requirements | storage | trace_loss >
+sched_ext > cpu_util | host_load | meters | tools | tracing | workloads > health | remote | requirements | storage | trace_loss >
 store``; the runner
 writes the store, the report, stats and studies read it through
 :mod:`lisa_ext.campaign.store`. Inside :mod:`lisa_ext.trace`: ``cli > lisa_parser > read | strip >

@@ -8,6 +8,7 @@ From the top of its layers (``.importlinter``) to the bottom:
 * :mod:`~lisa_ext.campaign.recovery` -- a lost target: reconnect, reset, retry the run
 * :mod:`~lisa_ext.campaign.session` -- the campaign's target: connection, kernel, undo journal
 * :mod:`~lisa_ext.campaign.spec` -- the YAML spec, validated before anything runs
+* :mod:`~lisa_ext.campaign.sched_ext` -- BPF schedulers as variants: loaded, checked, stopped around a run
 * :mod:`~lisa_ext.campaign.cpu_util`, :mod:`~lisa_ext.campaign.meters`,
   :mod:`~lisa_ext.campaign.tools`, :mod:`~lisa_ext.campaign.tracing`,
   :mod:`~lisa_ext.campaign.workloads` -- CPU utilisation and energy around a

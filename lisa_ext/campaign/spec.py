@@ -24,7 +24,8 @@ iterations and which trace events to record::
 
 A variant is a set of runtime knobs (sysfs/procfs files written before a run
 and reverted after it) and, optionally, ``kernel:`` a kernel variant spec that
-:mod:`lisa_ext.kernel.deploy` installs before the variant's runs.
+:mod:`lisa_ext.kernel.deploy` installs before the variant's runs and
+``sched-ext:`` a BPF scheduler its runs load (:mod:`lisa_ext.campaign.sched_ext`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 
 from lisa_ext.campaign.meters import METER_KINDS
 from lisa_ext.campaign.requirements import REQUIREMENTS_SCHEMA
+from lisa_ext.campaign.sched_ext import SchedExtSetting, load_setting
 from lisa_ext.schema import Field, check_mapping, in_bounds, load_yaml, show, text_problem
 from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
@@ -153,6 +155,8 @@ _VARIANT_SCHEMA = {
     "knobs": Field((dict,), "mapping of /sys or /proc file -> value written before each run",
                    check=_check_knobs),
     "kernel": Field((str,), "path to a kernel variant spec (kernels/.../variant.yml), relative to the spec"),
+    "sched-ext": Field((dict,), "a BPF scheduler the variant's runs load: {scheduler: scx_simple, args: [...]} "
+                       "(docs/sched-ext.md)"),
     "workload-options": Field((dict,), "per workload kind, options merged (mappings key by key) into "
                               "every workload of that kind in this variant's runs, for settings that "
                               "exist only once the workload set up, e.g. "
@@ -201,6 +205,8 @@ class VariantSpec:
     description: str = ""
     workload_options: dict[str, dict] = field(default_factory=dict)
     """Per workload kind, options this variant lays over every workload of that kind."""
+    sched_ext: SchedExtSetting | None = None
+    """The BPF scheduler its runs load (``sched-ext:``), None for the kernel's own."""
 
     def workload(self, spec: "WorkloadSpec") -> "WorkloadSpec":
         """``spec`` as this variant runs it."""
@@ -432,8 +438,11 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
                 # before anything runs: its problems would otherwise surface at the variant's deploy
                 load_variant_spec(kernel)
         knobs = {str(k): _knob_text(val) for k, val in (v.get("knobs") or {}).items()}
+        sched_ext = None
+        if "sched-ext" in v:
+            sched_ext = load_setting(path, f"variants[{i}].sched-ext", v["sched-ext"], kernel if check_files else None)
         variants.append(VariantSpec(v["name"], knobs, kernel, str(v.get("description", "")),
-                                    _plain(v.get("workload-options") or {})))
+                                    _plain(v.get("workload-options") or {}), sched_ext))
     _unique(path, "variants", [v.name for v in variants])
 
     workloads = [_check_workload(path, f"workloads[{i}]", node) for i, node in enumerate(top["workloads"])]

@@ -11,6 +11,14 @@ where every later target command finds it on PATH.
 
 :func:`missing_tool_hint` is how the campaign runner tells the user how to
 provide a binary its target lacks.
+
+The kernel tree's example sched_ext schedulers (``tools/sched_ext``: scx_simple,
+scx_qmap) are built by :func:`build_scx_scheduler` from a kernel variant's base
+tree against the BTF of the kernel they will run on (``/sys/kernel/btf/vmlinux``
+of the target): ``tools/sched_ext`` builds its own libbpf and bpftool, the BPF
+side with clang >= 16, and the binary is linked statically so that the board's
+minimal rootfs needs no libbpf or libelf. Cached in the same tools cache, keyed
+by the tree's sources, the BTF and the compilers.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -29,8 +38,9 @@ from typing import Iterable
 from lisa_ext.errors import UserError
 from lisa_ext.workbench import cache_root, workbench_dir
 
-__all__ = ["BUILDABLE", "Recipe", "build_tool", "cached_build", "install_cached_tools", "install_tool",
-           "missing_tool_hint", "shared_source", "tools_cache_dir"]
+__all__ = ["BUILDABLE", "SCX_SCHEDULERS", "Recipe", "build_scx_scheduler", "build_tool", "cached_build",
+           "find_bpf_clang", "install_cached_tools", "install_tool", "missing_tool_hint", "shared_source",
+           "tools_cache_dir"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,17 @@ BUILDABLE: dict[str, Recipe] = {
                      "github pratiksampat/sleeping-ebizzy (the sleeping ebizzy of RFC 003)",
                      "sleeping-ebizzy"),
 }
+
+
+#: the example schedulers of the kernel tree's tools/sched_ext that lisa-ext builds, each with the
+#: name it registers under (``/sys/kernel/sched_ext/root/ops`` while it runs)
+SCX_SCHEDULERS: dict[str, str] = {"scx_simple": "simple", "scx_qmap": "qmap"}
+#: the oldest clang that compiles tools/sched_ext's BPF programs (its README)
+_SCX_CLANG_MIN = 16
+#: the kernel tree's directories whose sources end up in a scheduler binary
+_SCX_SOURCES = ("tools/sched_ext", "tools/lib/bpf", "tools/bpf/bpftool", "tools/include")
+#: bump when the way the schedulers are built changes
+_SCX_RECIPE = "1"
 
 
 def tools_cache_dir() -> Path:
@@ -98,6 +119,69 @@ def build_tool(name: str, src: str | os.PathLike) -> Path:
             shutil.rmtree(build_dir, ignore_errors=True)
             os.rename(tmp, build_dir)
     shutil.rmtree(tmp.parent, ignore_errors=True)
+    return binary
+
+
+def _clang_major(clang: str) -> int | None:
+    proc = subprocess.run([clang, "--version"], capture_output=True, text=True)
+    match = re.search(r"clang version (\d+)\.", proc.stdout)
+    return int(match.group(1)) if proc.returncode == 0 and match else None
+
+
+def find_bpf_clang() -> tuple[str, str]:
+    """``(clang, llvm-strip)`` new enough for tools/sched_ext: the newest ``clang-N`` installed,
+    else ``clang`` itself; one line naming the package to install when there is none."""
+    for major in range(30, _SCX_CLANG_MIN - 1, -1):
+        clang = shutil.which(f"clang-{major}")
+        if clang and shutil.which(f"llvm-strip-{major}"):
+            return clang, shutil.which(f"llvm-strip-{major}")
+    clang, strip = shutil.which("clang"), shutil.which("llvm-strip")
+    if clang and strip and (_clang_major(clang) or 0) >= _SCX_CLANG_MIN:
+        return clang, strip
+    raise UserError(f"building the sched_ext schedulers needs clang >= {_SCX_CLANG_MIN} and its llvm-strip "
+                    "(Debian packages clang-19 llvm-19; run: bash scripts/install-system-packages.sh)")
+
+
+def _scx_key(tree_src: Path, btf: Path, clang: str) -> str:
+    h = hashlib.sha256(f"scx recipe {_SCX_RECIPE}\n{subprocess.run([clang, '--version'], capture_output=True, text=True).stdout}"
+                       .encode())
+    for sub in _SCX_SOURCES:
+        h.update(f"{sub} {_tree_hash(tree_src / sub)}\n".encode())
+    h.update(hashlib.sha256(btf.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def build_scx_scheduler(name: str, tree, btf: str | os.PathLike, arch: str = "x86_64") -> Path:
+    """Build the example scheduler ``name`` (:data:`SCX_SCHEDULERS`) from ``tree`` (a
+    :class:`~lisa_ext.kernel.tree.KernelTree`) against the kernel BTF ``btf`` (the target's
+    ``/sys/kernel/btf/vmlinux``); returns the binary, built once per sources and BTF."""
+    if name not in SCX_SCHEDULERS:
+        raise UserError(f"cannot build {name!r}: lisa-ext builds the schedulers {', '.join(SCX_SCHEDULERS)}")
+    if arch != platform.machine():
+        raise UserError(f"building {name} for {arch} on a {platform.machine()} host is not supported yet")
+    clang, strip = find_bpf_clang()
+    btf = Path(btf)
+    with tree.locked():
+        if not (tree.src / "tools/sched_ext" / f"{name}.bpf.c").is_file():
+            raise UserError(f"{tree.src}: no tools/sched_ext/{name}.bpf.c (a kernel tree before 6.12?)")
+        build_dir = tools_cache_dir() / f"sched_ext-{_scx_key(tree.src, btf, clang)}"
+        binary = build_dir / "build" / "bin" / name
+        if binary.is_file():
+            return binary
+        build_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=build_dir.name + ".", suffix=".part", dir=build_dir.parent))
+        # O= keeps every output out of the shared tree; the binary is static for the board's rootfs
+        command = ["make", "-C", str(tree.src / "tools/sched_ext"), f"O={tmp}", f"CLANG={clang}",
+                   f"LLVM_STRIP={strip}", f"VMLINUX_BTF={btf.resolve()}",
+                   "LDFLAGS=-static -lelf -lz -lzstd -lpthread", f"-j{os.cpu_count() or 2}", *SCX_SCHEDULERS]
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0:
+            (tmp / "build.log").write_text(proc.stdout + proc.stderr)
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise UserError(f"building {name}: make -C tools/sched_ext failed (log: {tmp / 'build.log'}): "
+                            + " | ".join(last))
+        shutil.rmtree(build_dir, ignore_errors=True)
+        os.rename(tmp, build_dir)
     return binary
 
 

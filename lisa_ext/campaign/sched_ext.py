@@ -1,0 +1,250 @@
+"""BPF schedulers (sched_ext) as campaign variants: validated in the spec, run around the workload.
+
+A variant may name a scheduler of the kernel tree's ``tools/sched_ext``::
+
+    variants:
+      - name: eevdf
+        kernel: ../kernels/scx/eevdf.yml
+      - name: scx-simple
+        kernel: ../kernels/scx/eevdf.yml
+        sched-ext: {scheduler: scx_simple, args: [-f]}
+
+For each run of such a variant the runner (:func:`running`) starts the scheduler
+on the target before the workload, waits until the kernel says it is the one
+scheduling (``/sys/kernel/sched_ext/state`` is ``enabled`` and
+``/sys/kernel/sched_ext/root/ops`` names it), and after the workload checks it
+still is, then stops it with SIGINT. The run's metadata records the scheduler,
+its arguments, its binary's hash, its exit and the kernel's reason for
+disabling it (the ``sched_ext: BPF scheduler "..." disabled (...)`` line of the
+kernel log). A scheduler that exited or was kicked out during the run fails the
+run with the kernel's reason; the kernel is back on EEVDF by then, which every
+run of a variant without a scheduler checks (:func:`check_not_running`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import signal
+import tempfile
+import time
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from lisa_ext.campaign import remote
+from lisa_ext.campaign.tools import SCX_SCHEDULERS, build_scx_scheduler, install_tool
+from lisa_ext.errors import SpecError
+from lisa_ext.kernel.spec import BaseTree, load_variant_spec
+from lisa_ext.kernel.tree import prepare_tree
+from lisa_ext.schema import Field, check_mapping, show
+
+__all__ = ["SCHED_EXT_SCHEMA", "SchedExtError", "SchedExtSetting", "STATE_FILE", "check_not_running",
+           "disable_reason", "file_sha256", "install_scheduler", "load_setting", "running", "sched_ext_missing"]
+
+STATE_FILE = "/sys/kernel/sched_ext/state"
+OPS_FILE = "/sys/kernel/sched_ext/root/ops"
+BTF_FILE = "/sys/kernel/btf/vmlinux"
+#: arguments of one scheduler: each is one word of its command line
+MAX_ARGS = 64
+#: seconds of the target's time a scheduler gets to load and be enabled, and to stop
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+#: the kernel's line when it disables a BPF scheduler (kernel/sched/ext.c, scx_ops_disable_workfn)
+_DISABLED_RE = re.compile(r'sched_ext: BPF scheduler "([^"]*)" disabled \((.*)\)\s*$')
+_SCHED_CLASS_EXT = re.compile(r"^CONFIG_SCHED_CLASS_EXT=y\s*$", re.M)
+_ENABLED_RE = re.compile(r'sched_ext: BPF scheduler "([^"]*)" enabled')
+
+
+class SchedExtError(RuntimeError):
+    """The BPF scheduler of a run did not start, or did not run to the end of the workload."""
+
+
+def _word_problem(value: Any) -> str | None:
+    """An argument may be an option (``-s``), but one word: no whitespace or control character."""
+    if not isinstance(value, str) or not value:
+        return f"expected an argument (a non-empty string), got {show(value)}"
+    bad = next((c for c in value if c.isspace() or unicodedata.category(c)[0] == "C"), None)
+    if bad is not None:
+        return f"{show(value)} holds whitespace or a control character ({bad!r}); not one argument of the scheduler"
+    return None
+
+
+SCHED_EXT_SCHEMA = {
+    "scheduler": Field((str,), "one of: " + ", ".join(SCX_SCHEDULERS), True,
+                       lambda v: None if v in SCX_SCHEDULERS else
+                       f"unknown scheduler {v!r}; lisa-ext builds: {', '.join(SCX_SCHEDULERS)}"),
+    "args": Field((list,), "the scheduler's command-line arguments, e.g. [-s, '20000']",
+                  check=lambda v: (f"{len(v)} arguments; at most {MAX_ARGS}" if len(v) > MAX_ARGS
+                                   else next(filter(None, map(_word_problem, v)), None))),
+}
+
+
+@dataclass(frozen=True)
+class SchedExtSetting:
+    """The BPF scheduler a variant runs its workloads under."""
+
+    scheduler: str
+    args: tuple[str, ...] = ()
+
+    @property
+    def ops(self) -> str:
+        """The name the scheduler registers under (``/sys/kernel/sched_ext/root/ops``)."""
+        return SCX_SCHEDULERS[self.scheduler]
+
+
+def load_setting(path: Path, prefix: str, node: Any, kernel_spec: Path | None) -> SchedExtSetting:
+    """A variant's ``sched-ext:`` mapping, checked, with its kernel variant spec when it names one
+    (without, the target's own kernel is checked before the first run)."""
+    value = check_mapping(path, node, prefix, SCHED_EXT_SCHEMA)
+    if kernel_spec is not None:
+        configs = load_variant_spec(kernel_spec).configs
+        if not any(_SCHED_CLASS_EXT.search(c.read_text(errors="replace")) for c in configs):
+            raise SpecError(path, prefix, f"kernel variant {kernel_spec} cannot load a BPF scheduler: none of its "
+                            "config fragments sets CONFIG_SCHED_CLASS_EXT=y (add ../configs/sched-ext.config, "
+                            "docs/sched-ext.md)")
+    return SchedExtSetting(value["scheduler"], tuple(str(a) for a in value.get("args") or ()))
+
+
+def disable_reason(kernel_log: str, ops: str) -> str | None:
+    """The reason of the kernel's ``BPF scheduler "<ops>" disabled (...)`` line after its last
+    ``enabled`` line in ``kernel_log`` (with the error message the kernel printed after it, if
+    any), or None: an earlier run's reason is never this one's."""
+    reason = None
+    lines = kernel_log.splitlines()
+    for i, line in enumerate(lines):
+        enabled = _ENABLED_RE.search(line)
+        if enabled and enabled.group(1) == ops:
+            reason = None
+        match = _DISABLED_RE.search(line)
+        if match and match.group(1) == ops:
+            reason = match.group(2)
+            follow = lines[i + 1] if i + 1 < len(lines) else ""
+            detail = re.search(rf"sched_ext: {re.escape(ops)}: (.*)$", follow)
+            if detail:
+                reason += f": {detail.group(1).strip()}"
+    return reason
+
+
+def _read(target, path: str) -> str | None:
+    out = target.execute(f"cat {remote.quote(path)} 2>/dev/null || echo '<none>'", as_root=True,
+                         check_exit_code=False).strip()
+    return None if out == "<none>" else out
+
+
+def sched_ext_missing(target) -> str | None:
+    """What the running kernel lacks to load a BPF scheduler, or None."""
+    if _read(target, STATE_FILE) is None:
+        return f"the running kernel has no sched_ext ({STATE_FILE} missing: CONFIG_SCHED_CLASS_EXT)"
+    if target.execute(f"test -r {BTF_FILE} && echo yes || echo no", as_root=True, check_exit_code=False).strip() != "yes":
+        return f"the running kernel has no BTF ({BTF_FILE} missing: CONFIG_DEBUG_INFO_BTF)"
+    return None
+
+
+def check_not_running(target, meta: dict) -> None:
+    """A run without a BPF scheduler: record that the kernel schedules on its own (EEVDF), and
+    refuse to run when some BPF scheduler is still loaded (the run would not be what it says)."""
+    state = _read(target, STATE_FILE)
+    if state is None:
+        return
+    meta["sched_ext"] = {"state": state}
+    if state != "disabled":
+        raise SchedExtError(f"a BPF scheduler ({_read(target, OPS_FILE) or '?'}) is loaded ({STATE_FILE}: "
+                            f"{state}) in a run without one")
+
+
+def _kernel_log(target) -> str:
+    return target.execute("dmesg 2>/dev/null | grep 'sched_ext:' | tail -n 50", as_root=True,
+                          check_exit_code=False)
+
+
+def _wait_enabled(target, bg, setting: SchedExtSetting, stderr_of: Callable[[], str]) -> None:
+    deadline = remote.TargetDeadline(target, START_TIMEOUT_S)
+    while True:
+        state = _read(target, STATE_FILE)
+        if state == "enabled":
+            ops = _read(target, OPS_FILE)
+            if ops != setting.ops:
+                raise SchedExtError(f"sched_ext runs {ops!r}, not {setting.scheduler} ({setting.ops!r})")
+            return
+        rc = bg.poll()
+        if rc is not None:
+            raise SchedExtError(f"{setting.scheduler} exited with status {rc} before the kernel enabled it: "
+                                f"{stderr_of() or '(no output)'}")
+        if deadline.passed():
+            raise SchedExtError(f"{setting.scheduler} was not enabled within {START_TIMEOUT_S:.0f} s "
+                                f"({STATE_FILE}: {state})")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_dir: str,
+            on_pid: Callable[[int], None], meta: dict) -> Iterator[None]:
+    """Run the body under ``setting``'s scheduler (``binary`` on the target, ``sha256`` its hash):
+    start it and check it is enabled, check it still is after the body, stop it (SIGINT) in any
+    case. ``meta["sched_ext"]`` records name, arguments, hash, exit and the kernel's reason."""
+    missing = sched_ext_missing(target)
+    if missing:
+        raise SchedExtError(f"cannot run {setting.scheduler}: {missing}")
+    check_not_running(target, {})
+    record: dict[str, Any] = {"scheduler": setting.scheduler, "args": list(setting.args), "sha256": sha256,
+                              "ops": setting.ops}
+    meta["sched_ext"] = record
+    stem = remote.quote(f"{remote_dir}/sched_ext")
+    words = " ".join(remote.quote(w) for w in (binary, *setting.args))
+    bg = remote.start(target, f"exec {words} >{stem}.stdout 2>{stem}.stderr", as_root=True, on_pid=on_pid)
+
+    def stderr_tail() -> str:
+        out = target.execute(f"tail -n 3 {stem}.stderr 2>/dev/null", as_root=True, check_exit_code=False)
+        return " | ".join(line.strip() for line in out.splitlines() if line.strip())
+
+    lost: str | None = None
+    try:
+        _wait_enabled(target, bg, setting, stderr_tail)
+        record["state"] = "enabled"
+        yield
+        state, ops, rc = _read(target, STATE_FILE), _read(target, OPS_FILE), bg.poll()
+        record["state_after"] = state
+        if rc is not None or state != "enabled" or ops != setting.ops:
+            lost = (f"{setting.scheduler} did not run to the end of the workload (exit status {rc}, "
+                    f"{STATE_FILE}: {state}, ops: {ops})")
+    finally:
+        rc = bg.poll()
+        if rc is None:
+            rc = remote.stop(target, bg, signal.SIGINT, STOP_TIMEOUT_S)
+        record["exit_status"] = rc
+        deadline = remote.TargetDeadline(target, STOP_TIMEOUT_S)
+        while _read(target, STATE_FILE) not in ("disabled", None) and not deadline.passed():
+            time.sleep(0.1)
+        record["exit_reason"] = disable_reason(_kernel_log(target), setting.ops)
+        record["exit_message"] = next((line[len("EXIT: "):] for line in reversed(stderr_tail().split(" | "))
+                                       if line.startswith("EXIT: ")), None)
+    if lost is not None:
+        raise SchedExtError(f"{lost}; the kernel disabled it: {record['exit_reason'] or 'no reason logged'}")
+
+
+def file_sha256(path: str | Path) -> str:
+    """The hash recorded for a scheduler binary."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def install_scheduler(target, setting: SchedExtSetting, kernel_spec: Path | None) -> tuple[str, str]:
+    """Build ``setting``'s scheduler from the base tree of ``kernel_spec`` (Debian's
+    linux-source without one) against the running kernel's BTF, pulled from the target, and
+    install it there; returns its path on the target and its hash."""
+    missing = sched_ext_missing(target)
+    if missing:
+        raise SchedExtError(f"cannot run {setting.scheduler}: {missing}")
+    base = load_variant_spec(kernel_spec).base if kernel_spec is not None else BaseTree("debian", "linux-source-6.12")
+    tree = prepare_tree(base, log=lambda _msg: None)
+    staged = f"{target.working_directory}/lisa-ext-vmlinux.btf"
+    with tempfile.TemporaryDirectory(prefix="lisa-ext-btf.") as tmp:
+        btf = Path(tmp) / "vmlinux.btf"
+        # sysfs states no size until read: copy it into a plain file before pulling
+        target.execute(f"cat {BTF_FILE} > {remote.quote(staged)}", as_root=True)
+        target.pull(staged, str(btf))
+        target.execute(f"rm -f {remote.quote(staged)}", as_root=True, check_exit_code=False)
+        binary = build_scx_scheduler(setting.scheduler, tree, btf, target.abi)
+    return install_tool(target, binary), file_sha256(binary)
