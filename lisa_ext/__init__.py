@@ -31,8 +31,8 @@ the kernel deploy); only :mod:`lisa_ext.cli` imports them, lazily. Inside
 :mod:`lisa_ext.campaign` the store is the bottom: ``cli > status > runner > recovery > session | spec >
 sched_ext > cpu_util | host_load | meters | tools | tracing | workloads > health | remote | requirements | storage | trace_loss >
 store``; the runner
-writes the store, the report, stats and studies read it through
-:mod:`lisa_ext.campaign.store`. Inside :mod:`lisa_ext.trace`: ``cli > lisa_parser > read | strip >
+writes the store (:mod:`lisa_ext.campaign.store.writer`), the report, stats and studies read it
+through :mod:`lisa_ext.campaign.store.reader`. Inside :mod:`lisa_ext.trace`: ``cli > lisa_parser > read | strip >
 cache | systrace | tracedat > bprint | perfetto | text | tracedat_format > cluster | tables``.
 
 No module imports by name (``importlib.import_module``, ``'module:function'`` strings) across

@@ -17,10 +17,10 @@ From the top of its layers (``.importlinter``) to the bottom:
   :mod:`~lisa_ext.campaign.requirements`, :mod:`~lisa_ext.campaign.storage`,
   :mod:`~lisa_ext.campaign.trace_loss` -- the target's watchdog, commands on the
   target, what a study needs from its platform, room in data/, lost trace events
-* :mod:`~lisa_ext.campaign.store` -- the on-disk layout: the one writer of a
-  campaign directory (runs published whole and synced, the spec copy, the journal's
-  file) and the one reader every other layer uses (typed runs, traced runs, the tidy
-  metrics table)
+* :mod:`~lisa_ext.campaign.store` -- the on-disk layout, one module per concern: the one
+  writer of a campaign directory (``store.writer``: runs published whole and synced, the spec
+  copy, the journal's file) and the one reader every other layer uses (``store.reader``: typed
+  runs, traced runs, the tidy metrics table), the records workloads report (``store.records``)
 
 Submodules are imported on use; importing this package is cheap.
 """
