@@ -52,7 +52,7 @@ def test_a_knob_study_is_a_valid_spec_and_a_notebook(workbench):
     nbformat.validate(nb)
     assert [c.metadata.get("tags") for c in nb.cells if c.metadata.get("tags")] == [["parameters"], ["conclusion"]]
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    for call in ("page.status()", "page.knobs()", "page.cover_table()", "page.wakeup_latency_figure(", "study.explore_run("):
+    for call in ("page.status()", "page.knobs()", "page.cover_table()", "page.mechanism_figure(", "study.explore_run("):
         assert call in code
     assert "BASELINE = 'run-to-parity'" in code and "TASKS = 'exec:schbench'" in code
 

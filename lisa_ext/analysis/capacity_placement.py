@@ -39,6 +39,7 @@ from lisa_ext import compat
 from lisa_ext.analysis._frames import event_times, has_event, int_column
 from lisa_ext.analysis.base import RunMetric, StudyAnalysis, records
 from lisa_ext.analysis.platform import Platform, platform_from_plat_info
+from lisa_ext.analysis.tasks import select_pids
 from lisa_ext.errors import UserError
 
 _trace = compat.import_lisa("lisa.trace")
@@ -126,9 +127,10 @@ class CapacityPlacementAnalysis(StudyAnalysis):
     # -- runtime ----------------------------------------------------------------------
 
     @requires_events("sched_switch")
-    def df_runs(self) -> pd.DataFrame:
+    def df_runs(self, tasks: str | None = None) -> pd.DataFrame:
         """Every stretch a task ran on a CPU: ``start`` (s), ``cpu``, ``pid``, ``comm``,
-        ``duration_s`` (until the CPU's next ``sched_switch``, or the trace's end)."""
+        ``duration_s`` (until the CPU's next ``sched_switch``, or the trace's end); with ``tasks``
+        (a :mod:`lisa_ext.analysis.tasks` selector) only the tasks it selects."""
         df = self.trace.df_event("sched_switch")
         t = event_times(df)
         cpu = int_column(df, "__cpu")
@@ -141,7 +143,10 @@ class CapacityPlacementAnalysis(StudyAnalysis):
         end[last] = float(self.trace.end)
         out = pd.DataFrame({"start": t, "cpu": cpu, "pid": pid, "comm": comm,
                             "duration_s": np.maximum(end - t, 0.0)})
-        return out[out["pid"] != 0].reset_index(drop=True)
+        out = out[out["pid"] != 0]
+        if tasks:
+            out = out[out["pid"].isin(sorted(select_pids(self.trace, tasks)))]
+        return out.reset_index(drop=True)
 
     def _comms(self, runs: pd.DataFrame) -> pd.Series:
         """Each pid's last comm (rt-app renames its threads after they start)."""

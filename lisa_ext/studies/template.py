@@ -4,8 +4,8 @@
 knob's values, or from kernel variant specs it writes under ``kernels/NAME/``; workloads; a
 ``smoke:`` size), and ``notebooks/NAME.ipynb``, a thin notebook over :class:`StudyPage`:
 the study's status, its cover-letter table (:mod:`lisa_ext.report.cover`), a mechanism figure
-(the wake-up latency of the workload's own tasks, :mod:`lisa_ext.analysis.tasks`) and the
-trace explorer. Before any run the page shows the committed sample campaign
+chosen by name (:data:`MECHANISMS`: wake-up latency, CPU time, migrations of the workload's own
+tasks, one task selector for all: :mod:`lisa_ext.analysis.tasks`) and the trace explorer. Before any run the page shows the committed sample campaign
 (:data:`SAMPLE`), saying so in its first lines; ``lisa-ext study new`` renders it at once.
 """
 
@@ -26,14 +26,14 @@ from lisa_ext.errors import SpecError, UserError
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.escape import code_span
-from lisa_ext.report.figures import export, latency_cdf_figure
+from lisa_ext.report.figures import export, grouped_bars_figure, latency_cdf_figure
 from lisa_ext.report.readable import knobs_table, readable_table
 from lisa_ext.stats.cover import cover_table
 from lisa_ext.studies.runs import per_run_analysis
 from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["CONCLUSION_PLACEHOLDER", "CONCLUSION_TAG", "HEADLINE_METRICS", "SAMPLE", "StudyPage", "WORKLOAD_TEMPLATES",
-           "notebook", "spec_text", "write_study"]
+__all__ = ["CONCLUSION_PLACEHOLDER", "CONCLUSION_TAG", "HEADLINE_METRICS", "MECHANISMS", "SAMPLE", "StudyPage",
+           "WORKLOAD_TEMPLATES", "notebook", "spec_text", "write_study"]
 
 #: the committed campaign a new study's page shows before its own first run
 SAMPLE = "data/samples/wq-affinity-board"
@@ -63,6 +63,14 @@ HEADLINE_METRICS: dict[str, dict[str, str]] = {
 #: the program each workload kind executes, for the ``exec:`` task selector
 _PROGRAMS = {"schbench": "schbench", "hackbench": "hackbench", "rtapp": "rt-app", "fio": "fio",
              "ebizzy": "ebizzy", "cyclictest": "cyclictest", "pgbench": "pgbench"}
+#: the mechanism figures a page offers by name (:meth:`StudyPage.mechanism_figure`), each over the
+#: tasks the page's selector picks, from ``sched_switch`` and the wake-up events alone
+MECHANISMS = {
+    "wakeup-latency": "how long the tasks waited to run after each wake-up (the run-queue wait), as a CDF per variant",
+    "cpu-time": "where the tasks ran: the share of their runtime on each CPU, per variant",
+    "migrations": "how often the tasks moved: the % of their switch-ins on another CPU than their last, per variant "
+                  "and workload",
+}
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
 #: the tag of the conclusion cell, and its text until the author writes it (the page check
 #: fails a page still showing it: tests/page_check.js)
@@ -165,10 +173,11 @@ def notebook(name: str, *, baseline: str, metrics: Mapping[str, str], tasks: str
                           "`.text()` (mmtests style) into the letter."),
         _cell("code", "table = page.cover_table()\ntable"),
         _cell("markdown", "## The mechanism: wake-up latency of the workload's own tasks\n\n"
-                          "TODO: say what the change does to wake-ups and what the figure should show. The "
-                          "tasks are the ones `TASKS` selects (`lisa_ext.analysis.tasks`), all traced runs "
-                          "pooled per variant."),
-        _cell("code", "study.show_figure(page.wakeup_latency_figure(report_dir))"),
+                          "TODO: say what the change does to the tasks and what the figure should show. The "
+                          "tasks are the ones `TASKS` selects (`lisa_ext.analysis.tasks`; rt-app's threads are "
+                          "`<task>-<index>`: `comm:^bursty-`), all traced runs pooled per variant."),
+        _cell("code", "# the mechanism figure by name: " + ", ".join(f'"{m}"' for m in MECHANISMS)
+              + " (template.MECHANISMS)\nstudy.show_figure(page.mechanism_figure(\"wakeup-latency\", report_dir))"),
         _cell("markdown", "## What is real on the platform and what is not\n\nTODO (the virtual board: "
                           "the kernel's decisions are real, its timings are QEMU's; docs/vboard.md)."),
         _cell("markdown", f"## Conclusion\n\n{CONCLUSION_PLACEHOLDER}", tags=[CONCLUSION_TAG]),
@@ -316,14 +325,66 @@ class StudyPage:
         df = per_run_analysis(self.campaign, "wakeup_latency", "df_wakeup_latencies", tasks=self.tasks)
         return pd.DataFrame({"variant": df["variant"], "latency": df["latency"].to_numpy(float) * 1e6})
 
+    def df_runs(self) -> pd.DataFrame:
+        """Every stretch the selected tasks ran on a CPU in every traced run
+        (:meth:`~lisa_ext.analysis.capacity_placement.CapacityPlacementAnalysis.df_runs`), with
+        ``variant``, ``workload`` and ``iteration``."""
+        runs = per_run_analysis(self.campaign, "capacity_placement", "df_runs", tasks=self.tasks)
+        if runs.empty:
+            raise UserError(f"{self.campaign}: the tasks {self.tasks} never ran in the traces")
+        return runs
+
+    def df_cpu_time(self) -> pd.DataFrame:
+        """Per variant and CPU, ``pct``: the share of the selected tasks' runtime on that CPU (%)."""
+        runtime = self.df_runs().groupby(["variant", "cpu"], sort=False)["duration_s"].sum()
+        pct = 100 * runtime / runtime.groupby(level="variant", sort=False).transform("sum")
+        return pct.rename("pct").reset_index()
+
+    def df_migrations(self) -> pd.DataFrame:
+        """Per variant and workload, the selected tasks' switch-ins after their first (``switch_ins``),
+        those on another CPU than the task's last one (``moved``), and ``pct``, their share (%)."""
+        keys = ["variant", "workload", "iteration", "pid"]
+        runs = self.df_runs()
+        rank = {variant: i for i, variant in enumerate(dict.fromkeys(runs["variant"]))}  # the campaign's order
+        runs = runs.assign(rank=runs["variant"].map(rank)).sort_values(["rank", *keys[1:], "start"], kind="stable")
+        same_task = (runs[keys] == runs[keys].shift()).all(axis=1)
+        counted = pd.DataFrame({"variant": runs["variant"], "workload": runs["workload"], "switch_ins": same_task,
+                                "moved": same_task & (runs["cpu"] != runs["cpu"].shift())})
+        out = counted.groupby(["variant", "workload"], sort=False)[["switch_ins", "moved"]].sum().reset_index()
+        out["pct"] = 100 * out["moved"] / out["switch_ins"].where(out["switch_ins"] > 0)
+        return out
+
+    def mechanism_figure(self, name: str, out_dir: str | os.PathLike) -> Path:
+        """The mechanism figure ``name`` (:data:`MECHANISMS`) of the selected tasks, written as
+        ``out_dir/<name>.svg``."""
+        if name not in MECHANISMS:
+            raise UserError(f"mechanism figure {name!r}: choose one of {', '.join(MECHANISMS)}")
+        if name == "wakeup-latency":
+            return self.wakeup_latency_figure(out_dir)
+        if name == "cpu-time":
+            frame = self.df_cpu_time().rename(columns={"cpu": "CPU", "pct": "% of runtime"})
+            figure = grouped_bars_figure(frame, "CPU", "variant", "% of runtime",
+                                         f"where {self.tasks} ran: share of its runtime per CPU")
+        else:
+            frame = self.df_migrations().rename(columns={"pct": "% of switch-ins on another CPU"})
+            figure = grouped_bars_figure(frame, "workload", "variant", "% of switch-ins on another CPU",
+                                         f"how often {self.tasks} moved between CPUs")
+        return export(figure, _figure_dir(out_dir) / name, formats=("svg",))[0]
+
     def wakeup_latency_figure(self, out_dir: str | os.PathLike) -> Path:
         """CDF of :meth:`df_wakeup_latency` per variant, written as ``out_dir/wakeup-latency.svg``."""
-        out = Path(out_dir)
-        out = out if out.is_absolute() else output_dir() / out
-        out.mkdir(parents=True, exist_ok=True)
+        out = _figure_dir(out_dir)
         latencies = self.df_wakeup_latency()
         if latencies.empty:
             raise UserError(f"{self.campaign}: no wake-up of the tasks {self.tasks} in the traces")
         latencies = latencies[np.isfinite(latencies["latency"]) & (latencies["latency"] > 0)]
         figure = latency_cdf_figure(latencies, title=f"wake-up latency of {self.tasks}", unit="µs")
         return export(figure, out / "wakeup-latency", formats=("svg",))[0]
+
+
+def _figure_dir(out_dir: str | os.PathLike) -> Path:
+    """Where a page's figures go: ``out_dir`` (under the output directory when relative), made."""
+    out = Path(out_dir)
+    out = out if out.is_absolute() else output_dir() / out
+    out.mkdir(parents=True, exist_ok=True)
+    return out
