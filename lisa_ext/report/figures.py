@@ -29,6 +29,7 @@ import pandas as pd
 
 from lisa_ext.report import drawing
 from lisa_ext.report import escape
+from lisa_ext.report import readable
 from lisa_ext.report.cache import cache_root, code_digest, digest, library_versions
 from lisa_ext.report.drawing import bars_frame
 
@@ -350,8 +351,10 @@ _CODE_VERSION: list[str] = []
 
 def _code_version() -> str:
     if not _CODE_VERSION:
-        _CODE_VERSION.append(digest(code_digest([Path(__file__), Path(drawing.__file__)]), library_versions(
-            "holoviews", "bokeh", "matplotlib", "pillow", "numpy", "pandas")))
+        # readable: the unit a figure's times are drawn in (time_scale) is part of the drawing
+        _CODE_VERSION.append(digest(code_digest([Path(__file__), Path(drawing.__file__), Path(readable.__file__)]),
+                                    library_versions(
+                                        "holoviews", "bokeh", "matplotlib", "pillow", "numpy", "pandas")))
     return _CODE_VERSION[0]
 
 
