@@ -64,7 +64,8 @@ def test_a_scheduler_variant_loads(tmp_path):
     spec = load_spec(write_spec(tmp_path / "spec.yml", SPEC))
     eevdf, simple = spec.variants
     assert eevdf.sched_ext is None
-    assert (simple.sched_ext.scheduler, simple.sched_ext.args, simple.sched_ext.ops) == ("scx_simple", ("-f",), "simple")
+    scx = simple.sched_ext
+    assert (scx.scheduler, scx.args, scx.ops) == ("scx_simple", ("-f",), "simple")
 
 
 @pytest.mark.parametrize("old,new,expected", [

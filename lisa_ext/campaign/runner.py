@@ -45,7 +45,8 @@ from ruamel.yaml import YAML
 from tqdm import tqdm
 
 from lisa_ext import knobs as _knobs
-from lisa_ext.campaign import host_load, meters, recovery, remote, requirements, storage, trace_loss, tracing
+from lisa_ext.campaign import (host_load, meters, recovery, remote, requirements, sched_ext, storage, trace_loss,
+                               tracing)
 from lisa_ext.campaign.cpu_util import CpuUtilWindow
 from lisa_ext.campaign.session import TargetSession
 from lisa_ext.campaign.spec import CampaignSpec, VariantSpec, stored_spec_matches
@@ -187,6 +188,8 @@ class CampaignRunner:
         #: (kernel variant, LISA PlatformInfo read while it ran): capacities follow the kernel
         self._platform_info: tuple[Path | None, object] = (None, None)
         self._target_lock_fd: int | None = None
+        #: (kernel variant, scheduler) -> the BPF scheduler's path on the target and its hash
+        self._schedulers: dict[tuple[Path | None, str], tuple[str, str]] = {}
 
     # -- campaign directory -------------------------------------------------
 
@@ -270,6 +273,9 @@ class CampaignRunner:
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.session.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
+            scx_problem = v.sched_ext and sched_ext.preflight(self.lisa_target, v.sched_ext, v.kernel)
+            if scx_problem:
+                problems.append(f"variant {v.name} ({v.sched_ext.scheduler}): {scx_problem}")
         if self.spec.requires and not any(v.kernel for v in self.spec.variants):
             problems += requirements.unmet_requirements(self.spec.requires,
                                                         requirements.platform_facts(self.session.target))
@@ -365,7 +371,8 @@ class CampaignRunner:
                 try:
                     with _timed(meta, "prepare"):
                         workload.prepare(ctx)
-                    metrics = self._traced(workload, ctx, meta, instance)
+                    with self._sched_ext(variant, ctx, meta):
+                        metrics = self._traced(workload, ctx, meta, instance)
                 except BaseException:
                     # the run's own error is the one to record: a cleanup failing after it
                     # (often because of it) is kept beside it, not raised over it
@@ -400,6 +407,19 @@ class CampaignRunner:
         if fatal is not None:
             raise UserError(f"stopping the campaign: {fatal}")
         return result
+
+    def _sched_ext(self, variant: VariantSpec, ctx: RunContext, meta: dict) -> contextlib.AbstractContextManager:
+        """The variant's BPF scheduler around the workload (built and installed once per kernel),
+        or a check that the kernel schedules on its own."""
+        if variant.sched_ext is None:
+            sched_ext.check_not_running(self.lisa_target, meta)
+            return contextlib.nullcontext()
+        key = (self.session.kernel, variant.sched_ext.scheduler)
+        if key not in self._schedulers:
+            self._schedulers[key] = sched_ext.install_scheduler(self.lisa_target, variant.sched_ext, variant.kernel)
+        binary, sha256 = self._schedulers[key]
+        return sched_ext.running(self.lisa_target, variant.sched_ext, binary, sha256, ctx.remote_dir, ctx.local_dir,
+                                 ctx.on_pid, meta)
 
     def _write_platform_info(self, target, variant: VariantSpec, run_dir: Path) -> None:
         """``platform.yml`` (LISA's PlatformInfo: capacities, frequency domains) beside the run's

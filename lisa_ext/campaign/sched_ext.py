@@ -35,14 +35,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.tools import SCX_SCHEDULERS, build_scx_scheduler, install_tool
-from lisa_ext.errors import SpecError
+from lisa_ext.campaign.tools import SCX_SCHEDULERS, build_scx_scheduler, find_bpf_clang, install_tool
+from lisa_ext.errors import SpecError, UserError
 from lisa_ext.kernel.spec import BaseTree, load_variant_spec
 from lisa_ext.kernel.tree import prepare_tree
 from lisa_ext.schema import Field, check_mapping, show
 
-__all__ = ["SCHED_EXT_SCHEMA", "SchedExtError", "SchedExtSetting", "STATE_FILE", "check_not_running",
-           "disable_reason", "file_sha256", "install_scheduler", "load_setting", "running", "sched_ext_missing"]
+__all__ = ["SCHED_EXT_SCHEMA", "STATE_FILE", "SchedExtError", "SchedExtSetting", "check_not_running",
+           "disable_reason", "file_sha256", "install_scheduler", "load_setting", "preflight", "running",
+           "sched_ext_missing"]
 
 STATE_FILE = "/sys/kernel/sched_ext/state"
 OPS_FILE = "/sys/kernel/sched_ext/root/ops"
@@ -138,9 +139,21 @@ def sched_ext_missing(target) -> str | None:
     """What the running kernel lacks to load a BPF scheduler, or None."""
     if _read(target, STATE_FILE) is None:
         return f"the running kernel has no sched_ext ({STATE_FILE} missing: CONFIG_SCHED_CLASS_EXT)"
-    if target.execute(f"test -r {BTF_FILE} && echo yes || echo no", as_root=True, check_exit_code=False).strip() != "yes":
+    btf = target.execute(f"test -r {BTF_FILE} && echo yes || echo no", as_root=True, check_exit_code=False)
+    if btf.strip() != "yes":
         return f"the running kernel has no BTF ({BTF_FILE} missing: CONFIG_DEBUG_INFO_BTF)"
     return None
+
+
+def preflight(target, setting: SchedExtSetting, kernel_spec: Path | None) -> str | None:
+    """What stops ``setting``'s scheduler from running, before the first run: no clang to build
+    it on the host, or (without a kernel variant, whose config the spec checked) no sched_ext in
+    the target's running kernel."""
+    try:
+        find_bpf_clang()
+    except UserError as exc:
+        return str(exc)
+    return sched_ext_missing(target) if kernel_spec is None else None
 
 
 def check_not_running(target, meta: dict) -> None:
@@ -180,11 +193,12 @@ def _wait_enabled(target, bg, setting: SchedExtSetting, stderr_of: Callable[[], 
 
 
 @contextlib.contextmanager
-def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_dir: str,
+def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_dir: str, local_dir: Path,
             on_pid: Callable[[int], None], meta: dict) -> Iterator[None]:
     """Run the body under ``setting``'s scheduler (``binary`` on the target, ``sha256`` its hash):
     start it and check it is enabled, check it still is after the body, stop it (SIGINT) in any
-    case. ``meta["sched_ext"]`` records name, arguments, hash, exit and the kernel's reason."""
+    case. ``meta["sched_ext"]`` records name, arguments, hash, exit and the kernel's reason; its
+    output goes to ``sched_ext.stdout`` / ``.stderr`` in ``local_dir``."""
     missing = sched_ext_missing(target)
     if missing:
         raise SchedExtError(f"cannot run {setting.scheduler}: {missing}")
@@ -221,6 +235,9 @@ def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_d
         record["exit_reason"] = disable_reason(_kernel_log(target), setting.ops)
         record["exit_message"] = next((line[len("EXIT: "):] for line in reversed(stderr_tail().split(" | "))
                                        if line.startswith("EXIT: ")), None)
+        for name in ("sched_ext.stdout", "sched_ext.stderr"):
+            if target.file_exists(f"{remote_dir}/{name}"):
+                target.pull(f"{remote_dir}/{name}", str(local_dir / name))
     if lost is not None:
         raise SchedExtError(f"{lost}; the kernel disabled it: {record['exit_reason'] or 'no reason logged'}")
 

@@ -143,8 +143,8 @@ def find_bpf_clang() -> tuple[str, str]:
 
 
 def _scx_key(tree_src: Path, btf: Path, clang: str) -> str:
-    h = hashlib.sha256(f"scx recipe {_SCX_RECIPE}\n{subprocess.run([clang, '--version'], capture_output=True, text=True).stdout}"
-                       .encode())
+    version = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout
+    h = hashlib.sha256(f"scx recipe {_SCX_RECIPE}\n{version}".encode())
     for sub in _SCX_SOURCES:
         h.update(f"{sub} {_tree_hash(tree_src / sub)}\n".encode())
     h.update(hashlib.sha256(btf.read_bytes()).digest())
@@ -170,16 +170,22 @@ def build_scx_scheduler(name: str, tree, btf: str | os.PathLike, arch: str = "x8
             return binary
         build_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=build_dir.name + ".", suffix=".part", dir=build_dir.parent))
-        # O= keeps every output out of the shared tree; the binary is static for the board's rootfs
-        command = ["make", "-C", str(tree.src / "tools/sched_ext"), f"O={tmp}", f"CLANG={clang}",
-                   f"LLVM_STRIP={strip}", f"VMLINUX_BTF={btf.resolve()}",
-                   "LDFLAGS=-static -lelf -lz -lzstd -lpthread", f"-j{os.cpu_count() or 2}", *SCX_SCHEDULERS]
-        proc = subprocess.run(command, capture_output=True, text=True)
-        if proc.returncode != 0:
-            (tmp / "build.log").write_text(proc.stdout + proc.stderr)
-            last = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise UserError(f"building {name}: make -C tools/sched_ext failed (log: {tmp / 'build.log'}): "
-                            + " | ".join(last))
+        # O= keeps every output out of the shared tree
+        make = ["make", "-C", str(tree.src / "tools/sched_ext"), f"O={tmp}", f"CLANG={clang}", f"LLVM_STRIP={strip}",
+                f"VMLINUX_BTF={btf.resolve()}", f"-j{os.cpu_count() or 2}", *SCX_SCHEDULERS]
+        # relinked statically for the board's minimal rootfs (no libelf, no libzstd there); not with
+        # make's LDFLAGS, which its sub-makes would take for libbpf's shared library too
+        obj = tmp / "build" / "obj"
+        relinks = [["cc", "-static", "-o", str(tmp / "build" / "bin" / scheduler),
+                    str(obj / "sched_ext" / f"{scheduler}.o"), str(obj / "libbpf" / "libbpf.a"),
+                    "-lelf", "-lz", "-lzstd", "-lpthread"] for scheduler in SCX_SCHEDULERS]
+        for command in (make, *relinks):
+            proc = subprocess.run(command, capture_output=True, text=True)
+            if proc.returncode != 0:
+                (tmp / "build.log").write_text(proc.stdout + proc.stderr)
+                last = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+                raise UserError(f"building {name}: {' '.join(command[:3])} failed (log: {tmp / 'build.log'}): "
+                                + " | ".join(last))
         shutil.rmtree(build_dir, ignore_errors=True)
         os.rename(tmp, build_dir)
     return binary
