@@ -6,6 +6,7 @@ iterations, in the bisection's directory, through :func:`lisa_ext.campaign.runne
 and classifies its samples against the two ends':
 
 - :mod:`lisa_ext.bisect.spec`: which series, which patches, the metric, the step's kernel spec;
+- :mod:`lisa_ext.bisect.git_range`: a git range's commits c1..cn as such a series (``--variant``);
 - :mod:`lisa_ext.bisect.steps`: the sequential decision and the bisection order (pure);
 - :mod:`lisa_ext.bisect.run`: drives the campaigns, resumes from the directory, writes the page;
 - :mod:`lisa_ext.bisect.cli`: the command.

@@ -1,4 +1,5 @@
-"""``lisa-ext bisect``: which patch of a series made a metric worse (:mod:`lisa_ext.bisect`)."""
+"""``lisa-ext bisect``: which patch of a series, or commit of a git range, made a metric worse
+(:mod:`lisa_ext.bisect`)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,19 @@ __all__ = ["register", "run"]
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "bisect", help="find the patch of a series that changed a metric",
+        "bisect", help="find the patch of a series (or commit of a git range) that changed a metric",
         description="Bisect the patches the bad variant's kernel adds to the good one's: each step builds the "
                     "kernel of the first k patches, runs the workload as a campaign and calls it good or bad "
-                    "against the two ends' samples, with more runs while the evidence is ambiguous "
-                    "(docs/bisect.md).")
+                    "against the two ends' samples, with more runs while the evidence is ambiguous; "
+                    "with --variant, the same over the commits of a git range (docs/bisect.md).")
     p.add_argument("spec", metavar="SPEC", help="campaign spec holding both variants and the workload")
-    p.add_argument("--good", required=True, metavar="VARIANT", help="the variant without the regression")
-    p.add_argument("--bad", required=True, metavar="VARIANT",
-                   help="the variant with it: its kernel's series is the good one's plus patches")
+    p.add_argument("--good", required=True, metavar="VARIANT|REF",
+                   help="the variant without the regression (with --variant: a commit of its git base)")
+    p.add_argument("--bad", required=True, metavar="VARIANT|REF",
+                   help="the variant with it: its kernel's series is the good one's plus patches (with "
+                        "--variant: a later commit of the same first-parent line)")
+    p.add_argument("--variant", metavar="VARIANT",
+                   help="bisect the first-parent commits --good..--bad of this variant's git base instead")
     p.add_argument("--metric", required=True, metavar="METRIC",
                    help="WORKLOAD:METRIC, a workload's metric (hackbench:time), or a trace-derived one "
                         "(idle_miss:too_deep_pct, or WORKLOAD:trace too deep)")
@@ -54,7 +59,7 @@ def _bounds(args: argparse.Namespace) -> Bounds:
 def run(args: argparse.Namespace) -> int:
     out = args.out or str(campaign_dir(f"bisect-{load_spec(args.spec, check_files=False).name}"))
     bisector = open_bisection(args.spec, args.good, args.bad, args.metric, out, smoke=args.smoke,
-                              target=args.target, bounds=_bounds(args), resume=args.resume,
+                              target=args.target, bounds=_bounds(args), resume=args.resume, variant=args.variant,
                               echo=lambda line: print(line, file=sys.stderr, flush=True),
                               progress=not args.no_progress)
     outcome = bisector.run()

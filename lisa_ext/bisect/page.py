@@ -1,8 +1,9 @@
 """The bisection's page: ``bisect.md`` in its directory, rewritten after every step.
 
 It shows the ends, each step's distribution against them (n, mean ± sd, min / median / max, the
-p-values against each end), its call, the verdict (the first bad patch with its subject, or the
-range left), and the time spent. Text from specs and patches is escaped for Markdown.
+p-values against each end), its call, the verdict (the first bad patch with its subject, the
+first bad commit with its hash and subject, or the range left), and the time spent. Text from
+specs, patches and commits is escaped for Markdown.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class StepPage:
     ends_p: float = math.nan
     verdict: str = "in progress"
     elapsed_s: float = 0.0
+    #: what a step adds: a ``patch`` of a series, or a ``commit`` of a git range
+    what: str = "patch"
 
 
 def _num(x: float) -> str:
@@ -66,17 +69,18 @@ def _distribution(values: Sequence[float]) -> tuple[str, str]:
 def render_page(page: StepPage) -> str:
     """The page as Markdown."""
     n = len(page.subjects)
+    plural = {"patch": "patches", "commit": "commits"}[page.what]
     direction = {True: "lower is better", False: "higher is better", None: "direction unknown"}[page.lower_is_better]
     lines = [
         f"# Bisection of {markdown(page.metric)}", "",
         f"- spec: {code_span(page.spec)}",
-        f"- good: {markdown(page.good)} (step 0), bad: {markdown(page.bad)} (step {n}, {n} patches more)",
+        f"- good: {markdown(page.good)} (step 0), bad: {markdown(page.bad)} (step {n}, {n} {plural} more)",
         f"- metric: {markdown(page.metric)} ({markdown(page.unit) or 'no unit'}, {direction})",
         f"- ends differ: Welch p = {_num(page.ends_p)}",
         f"- **verdict: {markdown(page.verdict)}**",
         f"- time: {page.elapsed_s / 60:.1f} min", "",
-        "## Patches", "",
-        "| step | patch | file |", "|---|---|---|",
+        f"## {plural.capitalize()}", "",
+        f"| step | {page.what} | file |", "|---|---|---|",
     ]
     lines += [f"| {i + 1} | {markdown(s)} | {code_span(f)} |" for i, (s, f) in enumerate(zip(page.subjects, page.files))]
     lines += ["", "## Steps", "",

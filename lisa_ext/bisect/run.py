@@ -2,8 +2,9 @@
 
 Layout of a bisection directory::
 
-    bisect.json                 what is bisected (spec, ends, metric, patches' digests, bounds),
-                                and the time spent so far
+    bisect.json                 what is bisected (spec, ends, metric, patches' digests or the
+                                range's commits, bounds), and the time spent so far
+    commits/                    a git range's commits as patches (lisa_ext.bisect.git_range)
     inputs/, kernels/k<k>.yml   each step's kernel spec and its copied patches and fragments
     steps/k<k>/b<j>.yml         batch j of step k: a campaign of the step's kernel, one workload
     steps/k<k>/b<j>/            ... run by run_campaign into the store
@@ -28,9 +29,10 @@ from typing import Callable
 import pandas as pd
 
 from lisa_ext.bisect import steps as st
+from lisa_ext.bisect.git_range import export_range, read_range
 from lisa_ext.bisect.page import PAGE, PageStep, StepPage, render_page
 from lisa_ext.bisect.spec import (MetricChoice, Series, campaign_doc, digest, metric_matches, parse_metric,
-                                  patch_subject, series_between, step_name, write_step_kernel, write_yaml)
+                                  series_between, step_name, write_step_kernel, write_yaml)
 from lisa_ext.campaign.runner import run_campaign
 from lisa_ext.campaign.spec import CampaignSpec
 from lisa_ext.campaign.spec import load_spec as load_campaign_spec
@@ -92,13 +94,14 @@ class Bisector:
 
     def __init__(self, spec: CampaignSpec, series: Series, good: str, bad: str, metric: MetricChoice,
                  directory: Path, bounds: st.Bounds, echo: Callable[[str], None], progress: bool,
-                 run_batch: BatchRunner | None = None):
+                 run_batch: BatchRunner | None = None, variant: str | None = None):
         self.spec, self.series, self.metric, self.dir = spec, series, metric, directory
         self.good_name, self.bad_name = good, bad
-        self.variant = next(v for v in spec.variants if v.name == good)
+        self.variant = next(v for v in spec.variants if v.name == (variant or good))
         self.bounds, self.echo, self.progress = bounds, echo, progress
         self.run_batch = run_batch or self._run_campaign
-        self.subjects = [patch_subject(p) for p in series.added]
+        self.subjects = list(series.labels)
+        self.what = "commit" if series.commits else "patch"
         self.results: dict[int, StepResult] = {}
         self.unit, self.lower_is_better = "", None
         self.ends_p = math.nan
@@ -191,7 +194,7 @@ class Bisector:
                 if not ok:
                     self.results[k] = self._skip(k, errors)
                     self.write_page("refused")
-                    raise UserError(f"bisect: the {'good' if k == 0 else 'bad'} end ({k} patches) has no "
+                    raise UserError(f"bisect: the {'good' if k == 0 else 'bad'} end ({k} {self.what}{'s' if self.series.commits else 'es'}) has no "
                                     f"successful run: {self.results[k].evidence}")
             check = st.check_ends(good, bad, self.bounds)
             self.ends_p = check.p_value
@@ -249,11 +252,13 @@ class Bisector:
     def _verdict(self, where: st.Bisection) -> str:
         if where.inconsistent:
             return (f"inconsistent: step {where.lo} is good but step {where.hi} below it is bad; the metric does "
-                    "not change at one patch")
+                    f"not change at one {self.what}")
         if where.found is not None:
             k = where.found
+            if self.series.commits:
+                return f"first bad commit: {k} of {self.series.n}, {self.subjects[k - 1]}"
             return f"first bad patch: {k} of {self.series.n}, {self.subjects[k - 1]} ({self.series.added[k - 1].name})"
-        return (f"the first bad patch is one of {where.lo + 1}..{where.hi}: the steps between "
+        return (f"the first bad {self.what} is one of {where.lo + 1}..{where.hi}: the steps between "
                 f"were skipped or undecided")
 
     def write_page(self, verdict: str) -> Path:
@@ -261,7 +266,7 @@ class Bisector:
                         self.lower_is_better, self.subjects, [p.name for p in self.series.added],
                         [PageStep(r.k, r.values, r.call, r.p_good, r.p_bad, r.evidence)
                          for r in sorted(self.results.values(), key=lambda r: r.k)],
-                        self.ends_p, verdict, self._elapsed())
+                        self.ends_p, verdict, self._elapsed(), self.what)
         path = self.dir / PAGE
         tmp = path.with_name(f".{PAGE}.tmp")
         tmp.write_text(render_page(page), encoding="utf-8")
@@ -295,16 +300,24 @@ def _variant(spec: CampaignSpec, name: str, which: str):
 def open_bisection(spec_path: str | os.PathLike, good: str, bad: str, metric: str, directory: str | os.PathLike,
                    *, smoke: bool = False, target: str | None = None, bounds: st.Bounds | None = None,
                    resume: bool = False, echo: Callable[[str], None] = print, progress: bool = True,
-                   run_batch: BatchRunner | None = None) -> Bisector:
+                   run_batch: BatchRunner | None = None, variant: str | None = None) -> Bisector:
     """Check the input and prepare (or reopen, with ``resume``) the bisection's directory.
-    ``run_batch`` runs one batch (default: :func:`~lisa_ext.campaign.runner.run_campaign` on it)."""
+    ``good`` and ``bad`` are two variants of the spec, or, with ``variant``, two refs of that
+    variant's git base (:mod:`lisa_ext.bisect.git_range`). ``run_batch`` runs one batch (default:
+    :func:`~lisa_ext.campaign.runner.run_campaign` on it)."""
     bounds = bounds or st.Bounds()
     spec = load_campaign_spec(spec_path, smoke=smoke, target=target)
-    good_v, bad_v = _variant(spec, good, "good"), _variant(spec, bad, "bad")
-    if good_v.knobs != bad_v.knobs or good_v.workload_options != bad_v.workload_options:
-        raise UserError(f"{spec.path}: variants {good} and {bad} differ in knobs or workload options, not only in "
-                        "their kernels' patches; bisect bisects patches")
-    series = series_between(load_variant_spec(good_v.kernel), load_variant_spec(bad_v.kernel))
+    series: Series | None = None
+    if variant is None:
+        good_v, bad_v = _variant(spec, good, "good"), _variant(spec, bad, "bad")
+        if good_v.knobs != bad_v.knobs or good_v.workload_options != bad_v.workload_options:
+            raise UserError(f"{spec.path}: variants {good} and {bad} differ in knobs or workload options, not only "
+                            "in their kernels' patches; bisect bisects patches")
+        series = series_between(load_variant_spec(good_v.kernel), load_variant_spec(bad_v.kernel))
+        what = {"patches": [[p.name, digest(p)] for p in series.added]}
+    else:
+        rng = read_range(load_variant_spec(_variant(spec, variant, "variant").kernel), good, bad)
+        what = {"variant": variant, "commits": [c.sha for c in rng.commits]}
     workloads = [w.name for w in spec.workloads]
     # the analyses are imported only when the metric does not name a workload (LISA is slow to load)
     analyses = [] if metric.split(":", 1)[0] in workloads else _analysis_names()
@@ -313,8 +326,7 @@ def open_bisection(spec_path: str | os.PathLike, good: str, bad: str, metric: st
         raise UserError(f"{spec.path}: --metric {show(metric)} is derived from traces, and the spec traces nothing "
                         "(add a trace: section)")
     state = {"version": _STATE_VERSION, "spec": str(spec.path), "smoke": smoke, "target": str(spec.target),
-             "good": good, "bad": bad, "metric": metric,
-             "patches": [[p.name, digest(p)] for p in series.added],
+             "good": good, "bad": bad, "metric": metric, **what,
              "bounds": [bounds.initial, bounds.batch, bounds.maximum, bounds.alpha]}
     out = Path(directory)
     existing = out / STATE
@@ -331,5 +343,8 @@ def open_bisection(spec_path: str | os.PathLike, good: str, bad: str, metric: st
         raise UserError(f"{out}: not empty and not a bisection; choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     _write_state(out, state)
+    if series is None:
+        series = export_range(rng, out)
+        good, bad = f"{variant} at {good} ({rng.good[:12]})", f"{variant} at {bad} ({rng.bad[:12]})"
     return Bisector(spec, series, good, bad, MetricChoice(workload, name, trace), out, bounds, echo, progress,
-                    run_batch)
+                    run_batch, variant)

@@ -40,11 +40,17 @@ _SUBJECT_RE = re.compile(r"^Subject:\s*(?:\[[^\]]*\]\s*)?(.*(?:\n[ \t].*)*)", re
 
 @dataclass(frozen=True)
 class Series:
-    """The good kernel, the bad one, and the patches the bad one adds (p1..pn)."""
+    """The good kernel, the bad one, and the patches the bad one adds (p1..pn), each named on the
+    page and in progress by ``labels``. A git range's series (:mod:`lisa_ext.bisect.git_range`)
+    has its ``commits`` (full hashes, p_k exported from commit k) and applies the variant's own
+    patches ``after`` them, as the variant at commit k would."""
 
     good: VariantSpec
     bad: VariantSpec
     added: tuple[Path, ...]
+    labels: tuple[str, ...]
+    after: tuple[Path, ...] = ()
+    commits: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -78,7 +84,8 @@ def series_between(good: VariantSpec, bad: VariantSpec) -> Series:
                         "the two series share no prefix; bisect needs the bad series to be the good one plus patches")
     if len(bad_sums) == shared:
         raise UserError(f"{_describe(bad)}: adds no patch to {_describe(good)}: nothing to bisect")
-    return Series(good, bad, tuple(bad.patches[shared:]))
+    added = tuple(bad.patches[shared:])
+    return Series(good, bad, added, tuple(patch_subject(p) for p in added))
 
 
 def patch_subject(path: Path) -> str:
@@ -156,9 +163,14 @@ def kernel_doc(series: Series, k: int, inputs: list[str], configs: list[str]) ->
         base = {"dir": good.base.location}
     else:
         base = {"git": good.base.location, "ref": good.base.ref}
+    if series.commits:
+        description = (f"{good.name} at {good.base.ref} + the first {k} of the {series.n} first-parent commits "
+                       f"up to {series.commits[-1]}")
+    else:
+        description = f"{good.name} + the first {k} of the {series.n} patches {series.bad.name} adds"
     doc: dict[str, Any] = {
         "name": step_name(k),
-        "description": f"{good.name} + the first {k} of the {series.n} patches {series.bad.name} adds",
+        "description": description,
         "base": base, "arch": good.arch, "patches": inputs, "configs": configs,
         "cmdline": good.cmdline,
         "modules": [{"name": m.name, "params": dict(m.params)} if m.params else {"name": m.name}
@@ -196,7 +208,7 @@ def write_step_kernel(series: Series, k: int, directory: Path) -> Path:
     checked by the kernel spec loader."""
     inputs = directory / "inputs"
     spec_dir = directory / "kernels"
-    patches = [*series.good.patches, *series.added[:k]]
+    patches = [*series.good.patches, *series.added[:k], *series.after]
     copied = [_copy_input(p, inputs, i, "patch") for i, p in enumerate(patches)]
     frags = [_copy_input(p, inputs, i, "config") for i, p in enumerate(series.good.configs)]
     path = spec_dir / f"{step_name(k)}.yml"

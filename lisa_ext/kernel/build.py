@@ -37,7 +37,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_variant_spec
-from lisa_ext.kernel.tree import KernelTree, cache_root, kernels_cache, prepare_tree, tree_key
+from lisa_ext.kernel.tree import KernelTree, cache_root, git_mirror, kernels_cache, prepare_tree, tree_key
 from lisa_ext.workbench import workbench_path
 
 __all__ = [
@@ -324,7 +324,7 @@ def build_status(spec_path: str | os.PathLike, arch: str | None = None) -> Build
     tree whose mirror is not cloned yet gives no hash (``reason`` says so)."""
     spec = load_variant_spec(spec_path, arch=arch)
     if spec.base.kind == "git":
-        mirror = kernels_cache() / "git-mirrors" / hashlib.sha256(spec.base.location.encode()).hexdigest()[:16]
+        mirror = git_mirror(spec.base.location)
         if not (mirror / "HEAD").exists():
             return BuildStatus(spec.name, spec.path, None, False, None,
                                reason=f"base tree {spec.base.location} not fetched yet: the first "

@@ -56,7 +56,7 @@ from lisa_ext.schema import argument_problem, load_yaml, text_problem
 from lisa_ext.workbench import workbench_path
 
 __all__ = ["ARCHES", "BaseTree", "DEFAULT_DEBIAN_PACKAGE", "GIT_PROTOCOLS", "ModuleLoad", "VariantSpec", "allowed_dirs",
-           "load_variant_spec"]
+           "load_variant_spec", "ref_problem"]
 
 #: the default base tree: Debian's kernel source package, as a tarball in /usr/src
 DEFAULT_DEBIAN_PACKAGE = "linux-source-6.12"
@@ -177,6 +177,16 @@ def _git_url(path: Path, key: str, url: str) -> str:
     return url
 
 
+def ref_problem(ref: str) -> str | None:
+    """What is wrong with ``ref`` as a git tag, branch or commit that will reach git's command
+    line, or None: never an option, whitespace or a range (``..``)."""
+    problem = argument_problem(ref, "a git ref")
+    if problem is None and (not _REF_RE.fullmatch(ref) or ".." in ref):
+        problem = (f"{ref!r} is not a tag, branch or commit: use letters, digits and _ . / + ~ ^ -, "
+                   "starting with a letter, digit or _ (no '..')")
+    return problem
+
+
 def _parse_base(path: Path, doc: Any) -> BaseTree:
     raw = doc.get("base", "debian")
     key = "base" + _line(doc, "base")
@@ -213,10 +223,7 @@ def _parse_base(path: Path, doc: Any) -> BaseTree:
         raise SpecError(path, key, "base.git needs a ref (tag, branch or commit)")
     ref_key = "base.ref" + _line(raw, "ref")
     ref = _scalar_str(path, ref_key, raw["ref"])
-    problem = argument_problem(ref, "a git ref")
-    if problem is None and (not _REF_RE.fullmatch(ref) or ".." in ref):
-        problem = (f"{ref!r} is not a tag, branch or commit: use letters, digits and _ . / + ~ ^ -, "
-                   "starting with a letter, digit or _ (no '..')")
+    problem = ref_problem(ref)
     if problem:
         raise SpecError(path, ref_key, problem)
     local = Path(os.path.expanduser(url))

@@ -33,7 +33,8 @@ from lisa_ext.errors import UserError
 from lisa_ext.kernel.spec import GIT_PROTOCOLS, BaseTree
 from lisa_ext.workbench import cache_root
 
-__all__ = ["KernelTree", "cache_root", "kernels_cache", "prepare_tree", "tree_key", "BASE_TAG", "git"]
+__all__ = ["KernelTree", "cache_root", "kernels_cache", "prepare_tree", "tree_key", "BASE_TAG", "git", "git_mirror",
+           "resolve_ref"]
 
 BASE_TAG = "lisa-ext-base"
 _GIT_ID = ["-c", "user.name=lisa-ext", "-c", "user.email=lisa-ext@localhost", "-c", "advice.detachedHead=false"]
@@ -141,6 +142,17 @@ def _git_resolve(url: str, ref: str, mirror: Path) -> str:
     return r.stdout.strip()
 
 
+def git_mirror(location: str) -> Path:
+    """The cache's bare mirror of the git repository at ``location`` (cloned by :func:`resolve_ref`)."""
+    return kernels_cache() / "git-mirrors" / hashlib.sha256(location.encode()).hexdigest()[:16]
+
+
+def resolve_ref(location: str, ref: str) -> str:
+    """The commit ``ref`` names in the repository at ``location``, through its mirror (cloned
+    once, fetched from when the ref is unknown there); UserError when there is none."""
+    return _git_resolve(location, ref, git_mirror(location))
+
+
 def tree_key(base: BaseTree) -> str:
     """A stable name for the base tree's content (used in cache paths and hashes)."""
     if base.kind == "debian":
@@ -153,8 +165,7 @@ def tree_key(base: BaseTree) -> str:
     if base.kind == "dir":
         fp = _dir_fingerprint(Path(base.location))
         return f"dir-{_sanitize(Path(base.location).name)}-{fp[:16]}"
-    mirror = kernels_cache() / "git-mirrors" / hashlib.sha256(base.location.encode()).hexdigest()[:16]
-    return f"git-{_git_resolve(base.location, base.ref or 'HEAD', mirror)[:16]}"
+    return f"git-{resolve_ref(base.location, base.ref or 'HEAD')[:16]}"
 
 
 def _import_base(base: BaseTree, key: str, dest: Path) -> None:
@@ -167,7 +178,7 @@ def _import_base(base: BaseTree, key: str, dest: Path) -> None:
         subprocess.run(["cp", "-a", f"{base.location}/.", str(dest)], check=True)
         shutil.rmtree(dest / ".git", ignore_errors=True)
     else:
-        mirror = kernels_cache() / "git-mirrors" / hashlib.sha256(base.location.encode()).hexdigest()[:16]
+        mirror = git_mirror(base.location)
         commit = key.split("-", 1)[1]
         subprocess.run(["git", "clone", "--quiet", "--shared", "--no-checkout", "--", str(mirror), str(dest)],
                        check=True)
