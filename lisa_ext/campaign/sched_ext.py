@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 from lisa_ext.campaign import remote
 from lisa_ext.campaign.tools import SCX_SCHEDULERS, build_scx_scheduler, find_bpf_clang, install_tool
 from lisa_ext.errors import SpecError, UserError
-from lisa_ext.kernel.spec import BaseTree, load_variant_spec
+from lisa_ext.kernel.spec import DEFAULT_DEBIAN_PACKAGE, BaseTree, load_variant_spec
 from lisa_ext.kernel.tree import prepare_tree
 from lisa_ext.schema import Field, check_mapping, show
 
@@ -254,7 +254,7 @@ def install_scheduler(target, setting: SchedExtSetting, kernel_spec: Path | None
     missing = sched_ext_missing(target)
     if missing:
         raise SchedExtError(f"cannot run {setting.scheduler}: {missing}")
-    base = load_variant_spec(kernel_spec).base if kernel_spec is not None else BaseTree("debian", "linux-source-6.12")
+    base = load_variant_spec(kernel_spec).base if kernel_spec is not None else BaseTree("debian", DEFAULT_DEBIAN_PACKAGE)
     tree = prepare_tree(base, log=lambda _msg: None)
     staged = f"{target.working_directory}/lisa-ext-vmlinux.btf"
     with tempfile.TemporaryDirectory(prefix="lisa-ext-btf.") as tmp:
