@@ -16,6 +16,7 @@ import pytest
 import scipy.stats as sps
 
 from lisa_ext import stats
+from lisa_ext.campaign.store.metrics import validate_metrics
 from lisa_ext.errors import UserError
 from lisa_ext.report.cover import CoverLetterTable, render_cover
 from lisa_ext.report.readable import format_number, metric_label
@@ -34,7 +35,7 @@ def _metrics(runs=RUNS) -> pd.DataFrame:
     rows += [dict(campaign="rfc", variant=v, workload="fio-randread", metric="wakeup_lat_p99", unit="us",
                   lower_is_better=True, iteration=i, value=1e6 / x)
              for v, values in runs.items() for i, x in enumerate(values)]
-    return stats.validate_metrics(pd.DataFrame(rows))
+    return validate_metrics(pd.DataFrame(rows))
 
 
 def test_each_row_is_the_statistics_of_its_runs():

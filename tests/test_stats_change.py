@@ -90,10 +90,12 @@ def test_no_spread_gives_the_point_and_a_baseline_near_zero_no_bound():
 def test_compare_gives_each_change_its_interval():
     import pandas as pd
 
+    from lisa_ext.campaign.store.metrics import validate_metrics
+
     rows = [dict(campaign="c", variant=v, workload="fio", metric="iops", unit="IO/s", lower_is_better=False,
                  iteration=i, value=x)
             for v, values in (("menu+boost", MENU_BOOST), ("teo+boost", TEO_BOOST)) for i, x in enumerate(values)]
-    cmp = stats.compare(stats.validate_metrics(pd.DataFrame(rows)), "menu+boost", mean="amean").set_index("variant")
+    cmp = stats.compare(validate_metrics(pd.DataFrame(rows)), "menu+boost", mean="amean").set_index("variant")
     assert cmp.loc["teo+boost", ["pct_ci_low", "pct_ci_high"]].tolist() == pytest.approx(
         list(pct_change_ci(MENU_BOOST, TEO_BOOST)))
     assert cmp.loc["menu+boost", ["pct_ci_low", "pct_ci_high"]].isna().all()

@@ -19,6 +19,7 @@ import pytest
 import scipy.stats as sps
 
 from lisa_ext import stats
+from lisa_ext.campaign.store.metrics import validate_metrics
 from lisa_ext.stats.tests import mmtests_halfwidth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def _table(platform: str) -> pd.DataFrame:
     rows = [dict(campaign="iowait-rfc", variant=v, workload="fio-randread", metric="iops",
                  unit="IO/s", lower_is_better=False, iteration=i, value=x)
             for v, values in RUNS[platform].items() for i, x in enumerate(values)]
-    return stats.validate_metrics(pd.DataFrame(rows))
+    return validate_metrics(pd.DataFrame(rows))
 
 
 def test_rfc_file_has_these_runs():
@@ -201,7 +202,7 @@ def test_mmtests_rule_ignores_n_but_welch_does_not():
             for i, x in enumerate(values * repeat):
                 rows.append(dict(campaign="c", variant=v, workload=f"w{repeat}", metric="m",
                                  unit="", lower_is_better=False, iteration=i, value=x))
-    df = stats.validate_metrics(pd.DataFrame(rows))
+    df = validate_metrics(pd.DataFrame(rows))
     welch = stats.compare(df, "a", mean="amean").set_index(["workload", "variant"])
     rule = stats.compare(df, "a", mean="amean", test="mmtests").set_index(["workload", "variant"])
     assert welch.loc[("w10", "b"), "p_value"] < welch.loc[("w1", "b"), "p_value"]
@@ -226,10 +227,10 @@ def test_auto_mean_falls_back_to_amean_when_hmean_is_undefined():
                  lower_is_better=False, iteration=i, value=x)
             for v, values in {"a": [120.0, -30.0, 80.0], "b": [150.0, 90.0, 110.0]}.items()
             for i, x in enumerate(values)]
-    cmp = stats.compare(stats.validate_metrics(pd.DataFrame(rows)), "a").set_index("variant")
+    cmp = stats.compare(validate_metrics(pd.DataFrame(rows)), "a").set_index("variant")
     assert set(cmp["mean_kind"]) == {"amean"}
     assert cmp.loc["a", "mean"] == pytest.approx(statistics.fmean([120.0, -30.0, 80.0]))
     assert cmp.loc["b", "pct_change"] == pytest.approx((350 / 3) / (170 / 3) * 100 - 100)
     # an explicit choice is kept, and is undefined here
-    forced = stats.compare(stats.validate_metrics(pd.DataFrame(rows)), "a", mean="hmean")
+    forced = stats.compare(validate_metrics(pd.DataFrame(rows)), "a", mean="hmean")
     assert math.isnan(forced.set_index("variant").loc["a", "mean"])
