@@ -23,9 +23,9 @@ def register(subparsers) -> None:
                     "against the two ends' samples, with more runs while the evidence is ambiguous; "
                     "with --variant, the same over the commits of a git range (docs/bisect.md).")
     p.add_argument("spec", metavar="SPEC", help="campaign spec holding both variants and the workload")
-    p.add_argument("--good", required=True, metavar="VARIANT|REF",
+    p.add_argument("--good", required=True, metavar="VARIANT_OR_REF",
                    help="the variant without the regression (with --variant: a commit of its git base)")
-    p.add_argument("--bad", required=True, metavar="VARIANT|REF",
+    p.add_argument("--bad", required=True, metavar="VARIANT_OR_REF",
                    help="the variant with it: its kernel's series is the good one's plus patches (with "
                         "--variant: a later commit of the same first-parent line)")
     p.add_argument("--variant", metavar="VARIANT",
