@@ -269,9 +269,12 @@ def explore_run(campaign_dir: str | os.PathLike, out_dir: str | os.PathLike,
     return HTML(link + shown.data)
 
 
-def _local_kernel_manager() -> type:
+def _local_kernel_manager(stderr_log: Path) -> type:
     """A kernel manager talking to its kernel over unix sockets: the kernel runs beside us, and
-    over TCP (jupyter_client's default) ipykernel warns on every run that it is unencrypted."""
+    over TCP (jupyter_client's default) ipykernel warns on every run that it is unencrypted. The
+    kernel's own stderr goes to ``stderr_log``: ipykernel logs there (e.g. "KeyboardInterrupt caught
+    in kernel" when it is interrupted while shutting down), and a failed study's terminal shows one
+    line, the cell's error."""
     # deferred: see the note under __all__
     from jupyter_client.manager import AsyncKernelManager
 
@@ -279,6 +282,10 @@ def _local_kernel_manager() -> type:
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self.transport = "ipc"
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(stderr_log, "ab") as log:  # the kernel keeps its own copy of the descriptor
+                return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": log})
 
     return LocalKernelManager
 
@@ -304,16 +311,21 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any],
 
     out_html.parent.mkdir(parents=True, exist_ok=True)
     executed = out_html.with_suffix(".ipynb")
+    kernel_log = out_html.with_suffix(".kernel.log")
+    kernel_log.unlink(missing_ok=True)  # this page's own log, from an earlier run
     try:
         papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
                                    kernel_name="python3", cwd=str(output_dir()),
                                    progress_bar=False, log_output=False,
-                                   kernel_manager_class=_local_kernel_manager())
+                                   kernel_manager_class=_local_kernel_manager(kernel_log))
     except papermill.PapermillExecutionError as exc:
         number = _notebook_cell_number(nbformat.read(executed, as_version=4), exc.cell_index)
         error = " ".join(f"{exc.ename}: {exc.evalue}".split())
         raise NotebookFailed(notebook, f"cell {number}", f"{error[:500]}; the notebook as far as it ran: "
                                                          f"{executed}") from None
+    finally:
+        if kernel_log.exists() and not kernel_log.stat().st_size:
+            kernel_log.unlink()
     return export_notebook(nbformat.read(executed, as_version=4), out_html, show_code=show_code)
 
 

@@ -203,7 +203,11 @@ def test_a_failing_notebook_cell_is_one_line_and_the_partial_notebook_is_kept(tm
     parameters.metadata["tags"] = ["parameters"]
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# boom"), parameters, nbformat.v4.new_code_cell("ran = 'cell 3'"),
-        nbformat.v4.new_code_cell("raise ValueError('the study\\nbroke')"), nbformat.v4.new_code_cell("never = 1")])
+        # the kernel's own stderr (ipykernel logs there, e.g. "KeyboardInterrupt caught in kernel"
+        # when it is interrupted at shutdown) goes to a log beside the notebook, not the user's terminal
+        nbformat.v4.new_code_cell("import os\nos.write(2, b'noise from the kernel\\n')\n"
+                                  "raise ValueError('the study\\nbroke')"),
+        nbformat.v4.new_code_cell("never = 1")])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, tmp_path / "notebooks" / "boom.ipynb")
     proc = _lisa_ext("study", "run", "boom", "--no-run", "--data", "data/boom", cwd=tmp_path,
@@ -215,6 +219,7 @@ def test_a_failing_notebook_cell_is_one_line_and_the_partial_notebook_is_kept(tm
     cells = nbformat.read(executed, as_version=4).cells
     assert any("'cell 3'" in c.source and c.get("execution_count") for c in cells)
     assert (tmp_path / "data" / "boom" / "report").is_dir()  # what the study wrote before is kept
+    assert "noise from the kernel" in executed.with_suffix(".kernel.log").read_text()
 
 
 @pytest.fixture
