@@ -219,7 +219,8 @@ workloads:
     return path
 
 
-def _bisect(*args: str) -> subprocess.CompletedProcess:
+def run_bisect(*args: str) -> subprocess.CompletedProcess:
+    """``lisa-ext bisect ARGS`` from the checkout, in this process's environment."""
     return subprocess.run([*LISA_EXT, "bisect", *args], capture_output=True, text=True, cwd=REPO, timeout=300)
 
 
@@ -234,7 +235,7 @@ def _bisect(*args: str) -> subprocess.CompletedProcess:
 def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, good, bad, metric, expected):
     spec = _spec(tmp_path / "spec.yml")
     out = tmp_path / "out"
-    proc = _bisect(str(spec), f"--good={good}", "--bad", bad, "--metric", metric, "--out", str(out))
+    proc = run_bisect(str(spec), f"--good={good}", "--bad", bad, "--metric", metric, "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], proc.stderr
@@ -245,7 +246,7 @@ def test_a_directory_that_is_not_a_bisection_is_refused(tmp_path):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    proc = _bisect(str(_spec(tmp_path / "spec.yml")), "--good", "good", "--bad", "bad", "--metric",
+    proc = run_bisect(str(_spec(tmp_path / "spec.yml")), "--good", "good", "--bad", "bad", "--metric",
                    "rt:small_activations", "--out", str(out))
     assert proc.returncode == 2 and "not a bisection" in proc.stderr
     assert [p.name for p in out.iterdir()] == ["notes.txt"]

@@ -10,9 +10,7 @@ real campaign runner, each step's campaign on this machine as in tests/test_bise
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,10 +23,9 @@ from lisa_ext.kernel.build import artefact_hash
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.kernel.tree import BASE_TAG, git_mirror, tree_key
-from test_bisect import CULPRIT, SERIES, run_local
+from test_bisect import CULPRIT, SERIES, run_bisect, run_local
 
 KERNELS = REPO / "kernels"
-LISA_EXT = [sys.executable, "-m", "lisa_ext.cli"]
 SHIPPED = sorted(SERIES.glob("000*.patch"))
 CULPRIT_SUBJECT = "sched/cpufreq: drop the dvfs headroom from schedutil's default request"
 
@@ -163,12 +160,6 @@ def test_a_merge_is_its_diff_against_its_first_parent(tmp_path, repo):
     assert _tree_after(repo, "base", step.patches, tmp_path / "step") == _git(repo, "rev-parse", "main^{tree}")
 
 
-def _bisect(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LISA_EXT_CACHE": str(tmp_path / "cache")}
-    return subprocess.run([*LISA_EXT, "bisect", *args], capture_output=True, text=True, cwd=REPO, timeout=300,
-                          env=env)
-
-
 @pytest.mark.parametrize("variant, good, bad, expected", [
     ("v", "nope", "main", "--good 'nope': no such commit in"),
     ("v", "base", "no-such-branch", "--bad 'no-such-branch': no such commit in"),
@@ -184,8 +175,8 @@ def test_bad_range_is_one_line_and_leaves_nothing(tmp_path, repo, variant, good,
     pwned = tmp_path / "pwned"
     good = good.replace("@PWNED@", str(pwned))
     out = tmp_path / "out"
-    proc = _bisect(tmp_path, str(_campaign(tmp_path, _kernel_spec(tmp_path, repo))), "--variant", variant,
-                   f"--good={good}", f"--bad={bad}", "--metric", "rt:small_activations", "--out", str(out))
+    proc = run_bisect(str(_campaign(tmp_path, _kernel_spec(tmp_path, repo))), "--variant", variant,
+                      f"--good={good}", f"--bad={bad}", "--metric", "rt:small_activations", "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], proc.stderr
@@ -200,8 +191,8 @@ def test_good_off_the_first_parent_line_is_refused(tmp_path, repo):
     _git(repo, "checkout", "-q", "main")
     _git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
     out = tmp_path / "out"
-    proc = _bisect(tmp_path, str(_campaign(tmp_path, _kernel_spec(tmp_path, repo))), "--variant", "v",
-                   "--good", "side", "--bad", "main", "--metric", "rt:small_activations", "--out", str(out))
+    proc = run_bisect(str(_campaign(tmp_path, _kernel_spec(tmp_path, repo))), "--variant", "v",
+                      "--good", "side", "--bad", "main", "--metric", "rt:small_activations", "--out", str(out))
     assert proc.returncode == 2 and "not on the first-parent line" in proc.stderr, proc.stderr
     assert not out.exists()
 
@@ -216,8 +207,8 @@ def test_a_resumed_range_that_moved_is_refused_and_kept(tmp_path, repo):
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "later")
     _git(git_mirror(str(repo)), "fetch", "-q", "origin", "+refs/heads/*:refs/heads/*")
-    proc = _bisect(tmp_path, str(spec), "--variant", "v", "--good", "base", "--bad", "main", "--metric",
-                   "rt:small_activations", "--out", str(out), "--resume")
+    proc = run_bisect(str(spec), "--variant", "v", "--good", "base", "--bad", "main", "--metric",
+                      "rt:small_activations", "--out", str(out), "--resume")
     assert proc.returncode == 2 and "commits differs" in proc.stderr, proc.stderr
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
