@@ -285,15 +285,23 @@ def _local_kernel_manager(stderr_log: Path) -> type:
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             with open(stderr_log, "ab") as log:  # the kernel keeps its own copy of the descriptor
+                if not log.tell():
+                    log.write(KERNEL_LOG_HEADER.encode())
+                    log.flush()
                 return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": log})
 
     return LocalKernelManager
 
 
+#: the first line of a page's kernel log: what tells it from a user's file of that name
+KERNEL_LOG_HEADER = "# lisa-ext: what the study notebook's kernel wrote to its stderr\n"
+
+
 def check_page_outputs(out_html: Path) -> None:
     """Refuse a page (and its executed notebook beside it) over anything but an earlier one:
     an HTML page nbconvert wrote, a notebook papermill executed (never a study's own)."""
-    for path, sign in ((out_html, 'class="jp-Notebook'), (out_html.with_suffix(".ipynb"), '"papermill": {')):
+    for path, sign in ((out_html, 'class="jp-Notebook'), (out_html.with_suffix(".ipynb"), '"papermill": {'),
+                       (out_html.with_suffix(".kernel.log"), KERNEL_LOG_HEADER.strip())):
         if os.path.exists(path) and (path.is_dir() or sign not in path.read_text(encoding="utf-8", errors="replace")):
             raise UserError(f"{path}: exists and is not a page or notebook lisa-ext wrote; "
                             "it is not overwritten: choose another -o")
@@ -312,7 +320,7 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any],
     out_html.parent.mkdir(parents=True, exist_ok=True)
     executed = out_html.with_suffix(".ipynb")
     kernel_log = out_html.with_suffix(".kernel.log")
-    kernel_log.unlink(missing_ok=True)  # this page's own log, from an earlier run
+    kernel_log.unlink(missing_ok=True)  # this page's own log from an earlier run (check_page_outputs)
     try:
         papermill.execute_notebook(str(notebook), str(executed), parameters=parameters,
                                    kernel_name="python3", cwd=str(output_dir()),
@@ -324,7 +332,7 @@ def execute_notebook(notebook: Path, out_html: Path, parameters: dict[str, Any],
         raise NotebookFailed(notebook, f"cell {number}", f"{error[:500]}; the notebook as far as it ran: "
                                                          f"{executed}") from None
     finally:
-        if kernel_log.exists() and not kernel_log.stat().st_size:
+        if kernel_log.exists() and kernel_log.stat().st_size <= len(KERNEL_LOG_HEADER.encode()):
             kernel_log.unlink()
     return export_notebook(nbformat.read(executed, as_version=4), out_html, show_code=show_code)
 

@@ -216,6 +216,11 @@ def test_page_out_refuses_a_foreign_file_and_a_source_notebook(capsys, no_tools,
     _refused(capsys, ["quickstart", "--data", str(tmp_path / "d"), "-o", str(tmp_path / "quickstart.html")],
              source)
     assert source.read_bytes() == before and not (tmp_path / "quickstart.html").exists()
+    # and so does a file of the name the notebook kernel's log takes beside the page
+    log = tmp_path / "page.kernel.log"
+    log.write_text("my log\n")
+    _refused(capsys, ["quickstart", "--data", str(tmp_path / "d"), "-o", str(tmp_path / "page.html")], log)
+    assert log.read_text() == "my log\n" and not (tmp_path / "page.html").exists()
 
 
 def test_page_out_replaces_an_earlier_page(tmp_path):
