@@ -6,9 +6,12 @@ governor, RK3399 idle states: the deepest, cluster-sleep, exits in 900 us); a ca
 ``board-clock: virtual`` has the board restart on the virtual clock, then runs cyclictest
 (``-p 80 -i 5000``, 200 wake-ups, pinned to CPU 0) twice each with CPU 0's deep states disabled and
 with all of them, once holding ``/dev/cpu_dma_latency`` at 0 (cyclictest's default: no deep state
-is entered) and once letting the CPU idle (``idle-states: true``). In guest time every wake-up
-without a deep state stays below 50 us, and one from cluster-sleep costs its exit latency, 900 us,
-within 5 % (measured: median 906 us, maximum 909 us in both runs; tens of ms on the host's clock).
+is entered) and once letting the CPU idle (``idle-states: true``). In guest time 99 % of the
+wake-ups without a deep state take under 50 us and none reaches the shallowest state's 370 us exit
+(one CI run's maximum was 95 us: work of the guest's own, such as trace-cmd draining its buffers,
+runs when it does, and the maximum keeps it), and one from cluster-sleep costs its exit latency,
+900 us, within 5 % (measured: median 906 us, maximum 909 us in both runs; tens of ms on the host's
+clock).
 """
 
 from __future__ import annotations
@@ -95,6 +98,10 @@ def test_each_run_records_the_clock_and_the_hosts_load(campaign):
     assert json.loads((runs.runs[0].path / "meta.json").read_text())["board_clock"] == "virtual"
 
 
+#: rk3399-base.dtsi's cpu-sleep, entry plus exit: a wake-up from any deep state costs at least this
+SHALLOWEST_EXIT_US = 370
+
+
 def _latency(runs, variant: str, metric: str = "lat_max", workload: str = "wakeups") -> list[float]:
     return [next(m.value for m in run.result.metrics if m.name == metric)
             for run in sorted(runs.ok_runs, key=lambda r: r.key)
@@ -107,7 +114,9 @@ def test_wakeups_without_deep_states_are_the_kernels_own_path(campaign):
     # entered in either variant, and every wake-up is the kernel's own path, in guest time
     shallow, deep = _latency(runs, "shallow"), _latency(runs, "deep")
     assert len(shallow) == len(deep) == 2
-    assert max(shallow + deep) < 50, (shallow, deep)
+    assert max(shallow + deep) < SHALLOWEST_EXIT_US, (shallow, deep)
+    p99 = _latency(runs, "shallow", "lat_p99") + _latency(runs, "deep", "lat_p99")
+    assert max(p99) < 50, p99
 
 
 def test_a_wakeup_from_cluster_sleep_costs_its_exit_latency(campaign):
@@ -120,4 +129,5 @@ def test_a_wakeup_from_cluster_sleep_costs_its_exit_latency(campaign):
     assert all(900 <= value <= 945 for value in p50 + top), (p50, top)
     assert abs(p50[0] - p50[1]) <= 5, p50  # the same run twice: the same figure
     # with the deep states disabled the same idle wake-ups are the kernel's own path again
-    assert max(_latency(runs, "shallow", "lat_max", "idle-wakeups")) < 50
+    assert max(_latency(runs, "shallow", "lat_max", "idle-wakeups")) < SHALLOWEST_EXIT_US
+    assert max(_latency(runs, "shallow", "lat_p99", "idle-wakeups")) < 50
