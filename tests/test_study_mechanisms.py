@@ -12,6 +12,8 @@ import pytest
 
 import page_check
 from lisa_ext import study
+from lisa_ext.campaign.store.records import RunKey
+from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import UserError
 from lisa_ext.studies.template import MECHANISMS, SAMPLE, StudyPage
 
@@ -34,6 +36,17 @@ def test_the_sample_page_selects_fio(page):
     assert all("fio" in names for names in named) and "fio" in set(runs["comm"])
     traced = {p.parts[-4] for p in (REPO / SAMPLE).glob("runs/*/*/*/trace.dat")}
     assert set(runs["variant"]) == traced
+
+
+def test_an_interrupted_first_run_still_shows_the_sample(tmp_path):
+    # the runner was stopped before it published any run: only its scratch directory is there
+    wanted = tmp_path / "my-study"
+    CampaignStore(wanted).scratch(RunKey("baseline", "schbench", 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        page = StudyPage(wanted)
+    assert page.sample and page.campaign == REPO / SAMPLE
+    assert "has no runs yet" in page.banner()
 
 
 def test_cpu_time_shares_add_up_per_variant(page):

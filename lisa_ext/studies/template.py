@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.campaign.store.reader import read_campaign
+from lisa_ext.campaign.store.reader import has_runs, read_campaign
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
@@ -253,10 +253,6 @@ def write_study(name: str, *, knob: str | None = None, values: Sequence[str] = (
 
 # --- the page ------------------------------------------------------------------------------------
 
-def _has_runs(campaign_dir: Path) -> bool:
-    return (campaign_dir / "runs").is_dir() and any((campaign_dir / "runs").iterdir())
-
-
 class StudyPage:
     """What a new study's notebook shows, for its campaign or, before its first run, for the
     committed sample campaign (:data:`SAMPLE`), which :meth:`banner` then says."""
@@ -265,7 +261,7 @@ class StudyPage:
                  metrics: Mapping[str, str] | None = None, tasks: str | None = None):
         wanted = Path(campaign_dir)
         wanted = wanted if wanted.is_absolute() else output_dir() / wanted
-        self.sample = not _has_runs(wanted)
+        self.sample = not has_runs(wanted)
         self.campaign = workbench_path(*SAMPLE.split("/")) if self.sample else wanted
         self.wanted, self.smoke = wanted, smoke
         variants = list(dict.fromkeys(r.variant for r in read_campaign(self.campaign).runs))

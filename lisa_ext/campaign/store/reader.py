@@ -28,8 +28,8 @@ from lisa_ext.campaign.store.spec_copy import spec_names
 from lisa_ext.errors import SpecError, UserError
 
 __all__ = [
-    "Campaign", "DamagedRun", "Run", "RunMeta", "StoreScan", "board_timings", "load_result", "metrics_table",
-    "read_campaign", "read_results", "run_trace", "scan_campaign", "traced_runs",
+    "Campaign", "DamagedRun", "Run", "RunMeta", "StoreScan", "board_timings", "has_runs", "load_result",
+    "metrics_table", "read_campaign", "read_results", "run_trace", "scan_campaign", "traced_runs",
 ]
 
 
@@ -266,6 +266,12 @@ def read_results(root: Path) -> dict[RunKey, RunResult]:
     if not (root / RUNS_DIR).is_dir():
         return {}
     return {r.key: r.result for r in _read_runs(root, None)}
+
+
+def has_runs(root: Path) -> bool:
+    """Whether any run was published in the campaign directory ``root`` (a run's scratch
+    directory, left by an interrupted runner, is not one; a damaged run is)."""
+    return (root / RUNS_DIR).is_dir() and any((root / RUNS_DIR).glob("*/*/[0-9]*"))
 
 
 def board_timings(root: Path) -> set[str]:

@@ -32,7 +32,7 @@ from lisa_ext.campaign.store.layout import (
     STATE_NAME,
     TMP_PREFIX,
 )
-from lisa_ext.campaign.store.reader import DamagedRun, StoreScan, board_timings, read_results, scan_campaign
+from lisa_ext.campaign.store.reader import DamagedRun, StoreScan, board_timings, has_runs, read_results, scan_campaign
 from lisa_ext.campaign.store.records import RunKey, RunResult
 from lisa_ext.campaign.store.removal import campaign_removal_refusal
 from lisa_ext.campaign.store.spec_copy import read_spec_copy
@@ -106,8 +106,8 @@ class CampaignStore:
                      b"lisa-ext made this campaign directory: --fresh may remove it\n")
 
     def has_runs(self) -> bool:
-        """Whether any run was published here."""
-        return self.runs_dir.is_dir() and any(self.runs_dir.glob("*/*/[0-9]*"))
+        """Whether any run was published here (:func:`~lisa_ext.campaign.store.reader.has_runs`)."""
+        return has_runs(self.root)
 
     def board_timings(self) -> set[str]:
         """The board timings its published runs recorded (``meta.json``'s ``board_timing``); runs on
