@@ -16,6 +16,8 @@ PACKAGES=(
     # sched_ext kernel variants (kernels/configs/sched-ext.config): BTF from DWARF, and the BPF
     # schedulers of the tree's tools/sched_ext (clang >= 16, linked statically against libelf/zstd)
     dwarves clang-19 llvm-19
+    # sched_ext schedulers from crates.io (cargo from rustup): the crates' build scripts need these
+    libzstd-dev protobuf-compiler libseccomp-dev libclang-dev
     qemu-system-x86 qemu-utils debootstrap kexec-tools openssh-client
     # the arm64 board: cross compiler, qemu-system-aarch64 (its rootfs is debootstrap --foreign,
     # assembled without running arm64 code, so no qemu-user-static)

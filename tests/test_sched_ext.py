@@ -4,6 +4,7 @@ the kernel's disable reason, the clang the scheduler build needs."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from campaign_helpers import LISA_EXT, REPO, write_spec
-from lisa_ext.campaign.sched_ext import disable_reason
+from lisa_ext.campaign.sched_ext import SchedExtSetting, disable_reason
 from lisa_ext.campaign.spec import load_spec
-from lisa_ext.errors import SpecError
+from lisa_ext.campaign.tools import build_scx_crate, scx_crate_dir
+from lisa_ext.errors import SpecError, UserError
 from lisa_ext.kernel.build import artefact_hash
 from lisa_ext.kernel.spec import load_variant_spec
 
@@ -73,11 +75,86 @@ def test_a_scheduler_variant_loads(tmp_path):
      "variants[1].sched-ext.scheduler (line 9): unknown scheduler 'scx_rusty'; lisa-ext builds: scx_simple, scx_qmap"),
     ("args: [-f]", "args: ['-f x']", "variants[1].sched-ext.args (line 9): '-f x' holds whitespace"),
     ("args: [-f]", "args: -f", "variants[1].sched-ext.args (line 9): expected list"),
-    ("args: [-f]", "bogus: 1", "variants[1].sched-ext.bogus (line 9): unknown key; allowed here: scheduler, args"),
-    ("{scheduler: scx_simple, args: [-f]}", "{args: [-f]}", "variants[1].sched-ext.scheduler: missing required key"),
+    ("args: [-f]", "bogus: 1", "variants[1].sched-ext.bogus (line 9): unknown key; allowed here: scheduler, crate, version, args"),
+    ("{scheduler: scx_simple, args: [-f]}", "{args: [-f]}",
+     "variants[1].sched-ext: expected exactly one of scheduler (the kernel tree's: scx_simple, scx_qmap) or crate"),
+    ("{scheduler: scx_simple, args: [-f]}", "{scheduler: scx_simple, crate: scx_bpfland, version: '1.1.4'}",
+     "variants[1].sched-ext: expected exactly one of scheduler"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland}",
+     "variants[1].sched-ext.version: missing required key with crate 'scx_bpfland'"),
+    ("{scheduler: scx_simple, args: [-f]}", "{scheduler: scx_simple, version: '1.1.4'}",
+     "variants[1].sched-ext.version: a version goes with a crate of crates.io"),
+    # a crate name reaches cargo's argv: an option, a path, a shell word are refused in the spec
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: --git, version: '1.1.4'}",
+     "variants[1].sched-ext.crate (line 9): '--git' is not a crate name"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: '../scx', version: '1.1.4'}",
+     "variants[1].sched-ext.crate (line 9): '../scx' is not a crate name"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: 'scx;id', version: '1.1.4'}", "is not a crate name"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: " + "s" * 65 + ", version: '1.1.4'}", "is not a crate name"),
+    # pinned: a requirement or a partial version is not a version
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: '^1.1'}",
+     "variants[1].sched-ext.version (line 9): '^1.1' is not an exact version"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: '1.1'}", "is not an exact version"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: '1.1.4 --git x'}", "is not an exact version"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: 1.1}",
+     "variants[1].sched-ext.version (line 9): expected str"),
 ])
 def test_bad_scheduler_settings_are_one_line(tmp_path, old, new, expected):
     assert expected in spec_error(tmp_path, SPEC.replace(old, new))
+
+
+def test_a_crate_scheduler_variant_loads(tmp_path):
+    body = SPEC.replace("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: 1.1.4, args: [-s, '5000']}")
+    scx = load_spec(write_spec(tmp_path / "spec.yml", body)).variants[1].sched_ext
+    assert (scx.scheduler, scx.version, scx.args, scx.from_crate) == ("scx_bpfland", "1.1.4", ("-s", "5000"), True)
+    # scx_utils registers the ops with the version and build appended to the scheduler's name
+    assert scx.ops == "bpfland"
+    assert scx.runs_as("bpfland") and scx.runs_as("bpfland_1.1.4_x86_64_unknown_linux_gnu")
+    assert not scx.runs_as("bpflandx") and not scx.runs_as("simple") and not scx.runs_as(None)
+    simple = SchedExtSetting("scx_simple", ("-f",))
+    assert not simple.from_crate and simple.runs_as("simple") and not simple.runs_as("simple_1.0")
+
+
+def test_a_crate_build_is_cached_by_crate_version_and_toolchain(tmp_path, monkeypatch):
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path))
+    entry = scx_crate_dir("scx_bpfland", "1.1.4", "rustc 1.95.0")
+    assert entry.parent == tmp_path / "tools" and entry.name.startswith("scx-crate-scx_bpfland-1.1.4-")
+    assert entry == scx_crate_dir("scx_bpfland", "1.1.4", "rustc 1.95.0")
+    others = {scx_crate_dir("scx_bpfland", "1.1.5", "rustc 1.95.0"), scx_crate_dir("scx_lavd", "1.1.4", "rustc 1.95.0"),
+              scx_crate_dir("scx_bpfland", "1.1.4", "rustc 1.96.0")}
+    assert entry not in others and len(others) == 3
+
+
+def test_building_a_crate_without_cargo_is_one_line(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    code = "from lisa_ext.campaign.tools import build_scx_crate; build_scx_crate('scx_bpfland', '1.1.4')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=str(empty), HOME=str(tmp_path), CARGO_HOME=str(tmp_path / "cargo")))
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "needs cargo" in last and "rustup" in last, proc.stderr
+
+
+@pytest.mark.parametrize("crate,version", [("--locked", "1.1.4"), ("scx_bpfland", "1.1.4 --git=x"), ("a/b", "1.0.0")])
+def test_build_scx_crate_refuses_what_is_no_crate_or_version_before_cargo(tmp_path, monkeypatch, crate, version):
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path))
+    with pytest.raises(UserError, match="not a crate name|not an exact version"):
+        build_scx_crate(crate, version)
+    assert not (tmp_path / "tools").exists()
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None and not (Path.home() / ".cargo/bin/cargo").is_file(),
+                    reason="needs cargo and the crates.io index")
+def test_a_crate_version_that_does_not_exist_is_one_line_naming_the_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path))
+    with pytest.raises(UserError) as info:
+        build_scx_crate("scx_bpfland", "0.0.999")
+    msg = str(info.value)
+    assert "\n" not in msg, msg
+    assert msg.startswith("sched-ext {crate: scx_bpfland, version: 0.0.999}: cargo install failed: error: "), msg
+    assert "0.0.999" in msg.split("failed: ", 1)[1], msg
+    assert not list((tmp_path / "tools").glob("scx-crate-*-0.0.999-????????????????")), "a failed build is no entry"
 
 
 def test_a_kernel_without_sched_ext_names_the_variant_and_what_is_missing(tmp_path):

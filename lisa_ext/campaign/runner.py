@@ -414,7 +414,7 @@ class CampaignRunner:
         if variant.sched_ext is None:
             sched_ext.check_not_running(self.lisa_target, meta)
             return contextlib.nullcontext()
-        key = (self.session.kernel, variant.sched_ext.scheduler)
+        key = (self.session.kernel, variant.sched_ext.scheduler, variant.sched_ext.version)
         if key not in self._schedulers:
             self._schedulers[key] = sched_ext.install_scheduler(self.lisa_target, variant.sched_ext, variant.kernel)
         binary, sha256 = self._schedulers[key]

@@ -9,12 +9,19 @@ A variant may name a scheduler of the kernel tree's ``tools/sched_ext``::
         kernel: ../kernels/scx/eevdf.yml
         sched-ext: {scheduler: scx_simple, args: [-f]}
 
+or one of the scx project's schedulers published on crates.io, at one pinned
+version, built with cargo on the host (:func:`~lisa_ext.campaign.tools.build_scx_crate`)::
+
+      - name: bpfland
+        kernel: ../kernels/scx/eevdf.yml
+        sched-ext: {crate: scx_bpfland, version: 1.1.4, args: [-s, '5000']}
+
 For each run of such a variant the runner (:func:`running`) starts the scheduler
 on the target before the workload, waits until the kernel says it is the one
 scheduling (``/sys/kernel/sched_ext/state`` is ``enabled`` and
 ``/sys/kernel/sched_ext/root/ops`` names it), and after the workload checks it
 still is, then stops it with SIGINT. The run's metadata records the scheduler,
-its arguments, its binary's hash, its exit and the kernel's reason for
+its arguments, its crate and version, its binary's hash, its exit and the kernel's reason for
 disabling it (the ``sched_ext: BPF scheduler "..." disabled (...)`` line of the
 kernel log). A scheduler that exited or was kicked out during the run fails the
 run with the kernel's reason; the kernel is back on EEVDF by then, which every
@@ -35,7 +42,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from lisa_ext.campaign import remote
-from lisa_ext.campaign.tools import SCX_SCHEDULERS, build_scx_scheduler, find_bpf_clang, install_tool
+from lisa_ext.campaign.tools import (SCX_SCHEDULERS, build_scx_crate, build_scx_scheduler, crate_name_problem,
+                                    crate_version_problem, find_bpf_clang, install_tool)
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.kernel.spec import DEFAULT_DEBIAN_PACKAGE, BaseTree, load_variant_spec
 from lisa_ext.kernel.tree import prepare_tree
@@ -74,9 +82,12 @@ def _word_problem(value: Any) -> str | None:
 
 
 SCHED_EXT_SCHEMA = {
-    "scheduler": Field((str,), "one of: " + ", ".join(SCX_SCHEDULERS), True,
-                       lambda v: None if v in SCX_SCHEDULERS else
-                       f"unknown scheduler {v!r}; lisa-ext builds: {', '.join(SCX_SCHEDULERS)}"),
+    "scheduler": Field((str,), "one of the kernel tree's: " + ", ".join(SCX_SCHEDULERS),
+                       check=lambda v: None if v in SCX_SCHEDULERS else
+                       f"unknown scheduler {v!r}; lisa-ext builds: {', '.join(SCX_SCHEDULERS)} "
+                       "(or a crate from crates.io: crate: NAME, version: X.Y.Z)"),
+    "crate": Field((str,), "a scheduler crate of crates.io, e.g. scx_bpfland", check=crate_name_problem),
+    "version": Field((str,), "the crate's exact version, quoted, e.g. '1.1.4'", check=crate_version_problem),
     "args": Field((list,), "the scheduler's command-line arguments, e.g. [-s, '20000']",
                   check=lambda v: (f"{len(v)} arguments; at most {MAX_ARGS}" if len(v) > MAX_ARGS
                                    else next(filter(None, map(_word_problem, v)), None))),
@@ -85,28 +96,53 @@ SCHED_EXT_SCHEMA = {
 
 @dataclass(frozen=True)
 class SchedExtSetting:
-    """The BPF scheduler a variant runs its workloads under."""
+    """The BPF scheduler a variant runs its workloads under: one of the kernel tree's examples, or
+    a crate of crates.io (its binary is named like the crate) at ``version``."""
 
     scheduler: str
     args: tuple[str, ...] = ()
+    version: str | None = None
+    """The crate's version for a scheduler from crates.io, None for the kernel tree's."""
+
+    @property
+    def from_crate(self) -> bool:
+        """Whether the scheduler is a crate of crates.io."""
+        return self.version is not None
 
     @property
     def ops(self) -> str:
-        """The name the scheduler registers under (``/sys/kernel/sched_ext/root/ops``)."""
-        return SCX_SCHEDULERS[self.scheduler]
+        """The name the scheduler registers under (``/sys/kernel/sched_ext/root/ops``); a crate's
+        (scx_utils) adds its version and build to it: ``bpfland_1.1.4_x86_64_unknown_linux_gnu``."""
+        return self.scheduler.removeprefix("scx_") if self.from_crate else SCX_SCHEDULERS[self.scheduler]
+
+    def runs_as(self, ops: str | None) -> bool:
+        """Whether the kernel's ``ops`` name is this scheduler's."""
+        if ops is None:
+            return False
+        return ops == self.ops or (self.from_crate and ops.startswith(self.ops + "_"))
 
 
 def load_setting(path: Path, prefix: str, node: Any, kernel_spec: Path | None) -> SchedExtSetting:
     """A variant's ``sched-ext:`` mapping, checked, with its kernel variant spec when it names one
     (without, the target's own kernel is checked before the first run)."""
     value = check_mapping(path, node, prefix, SCHED_EXT_SCHEMA)
+    if ("scheduler" in value) == ("crate" in value):
+        raise SpecError(path, prefix, "expected exactly one of scheduler (the kernel tree's: "
+                        f"{', '.join(SCX_SCHEDULERS)}) or crate (with version, from crates.io)")
+    if "crate" in value and "version" not in value:
+        raise SpecError(path, f"{prefix}.version", f"missing required key with crate {value['crate']!r}: its "
+                        "exact version on crates.io, e.g. version: '1.1.4'")
+    if "scheduler" in value and "version" in value:
+        raise SpecError(path, f"{prefix}.version", "a version goes with a crate of crates.io; scheduler "
+                        f"{value['scheduler']!r} is built from the kernel variant's tree")
     if kernel_spec is not None:
         configs = load_variant_spec(kernel_spec).configs
         if not any(_SCHED_CLASS_EXT.search(c.read_text(errors="replace")) for c in configs):
             raise SpecError(path, prefix, f"kernel variant {kernel_spec} cannot load a BPF scheduler: none of its "
                             "config fragments sets CONFIG_SCHED_CLASS_EXT=y (add ../configs/sched-ext.config, "
                             "docs/sched-ext.md)")
-    return SchedExtSetting(value["scheduler"], tuple(str(a) for a in value.get("args") or ()))
+    return SchedExtSetting(value.get("scheduler") or value["crate"], tuple(str(a) for a in value.get("args") or ()),
+                           value.get("version"))
 
 
 def disable_reason(kernel_log: str, ops: str) -> str | None:
@@ -147,10 +183,13 @@ def sched_ext_missing(target) -> str | None:
 
 def preflight(target, setting: SchedExtSetting, kernel_spec: Path | None) -> str | None:
     """What stops ``setting``'s scheduler from running, before the first run: no clang to build
-    it on the host, or (without a kernel variant, whose config the spec checked) no sched_ext in
-    the target's running kernel."""
+    it on the host, a crate that does not build (built here, on the host, once: it does not
+    depend on the target's kernel), or (without a kernel variant, whose config the spec checked)
+    no sched_ext in the target's running kernel."""
     try:
         find_bpf_clang()
+        if setting.from_crate:
+            build_scx_crate(setting.scheduler, setting.version, target.abi)
     except UserError as exc:
         return str(exc)
     return sched_ext_missing(target) if kernel_spec is None else None
@@ -173,15 +212,16 @@ def _kernel_log(target) -> str:
                           check_exit_code=False)
 
 
-def _wait_enabled(target, bg, setting: SchedExtSetting, stderr_of: Callable[[], str]) -> None:
+def _wait_enabled(target, bg, setting: SchedExtSetting, stderr_of: Callable[[], str]) -> str:
+    """Wait until the kernel runs ``setting``'s scheduler; returns the name it registered under."""
     deadline = remote.TargetDeadline(target, START_TIMEOUT_S)
     while True:
         state = _read(target, STATE_FILE)
         if state == "enabled":
             ops = _read(target, OPS_FILE)
-            if ops != setting.ops:
+            if not setting.runs_as(ops):
                 raise SchedExtError(f"sched_ext runs {ops!r}, not {setting.scheduler} ({setting.ops!r})")
-            return
+            return ops
         rc = bg.poll()
         if rc is not None:
             raise SchedExtError(f"{setting.scheduler} exited with status {rc} before the kernel enabled it: "
@@ -205,6 +245,8 @@ def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_d
     check_not_running(target, {})
     record: dict[str, Any] = {"scheduler": setting.scheduler, "args": list(setting.args), "sha256": sha256,
                               "ops": setting.ops}
+    if setting.from_crate:
+        record.update({"crate": setting.scheduler, "version": setting.version})
     meta["sched_ext"] = record
     stem = remote.quote(f"{remote_dir}/sched_ext")
     words = " ".join(remote.quote(w) for w in (binary, *setting.args))
@@ -216,12 +258,12 @@ def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_d
 
     lost: str | None = None
     try:
-        _wait_enabled(target, bg, setting, stderr_tail)
+        record["ops"] = _wait_enabled(target, bg, setting, stderr_tail)
         record["state"] = "enabled"
         yield
         state, ops, rc = _read(target, STATE_FILE), _read(target, OPS_FILE), bg.poll()
         record["state_after"] = state
-        if rc is not None or state != "enabled" or ops != setting.ops:
+        if rc is not None or state != "enabled" or ops != record["ops"]:
             lost = (f"{setting.scheduler} did not run to the end of the workload (exit status {rc}, "
                     f"{STATE_FILE}: {state}, ops: {ops})")
     finally:
@@ -232,7 +274,7 @@ def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_d
         deadline = remote.TargetDeadline(target, STOP_TIMEOUT_S)
         while _read(target, STATE_FILE) not in ("disabled", None) and not deadline.passed():
             time.sleep(0.1)
-        record["exit_reason"] = disable_reason(_kernel_log(target), setting.ops)
+        record["exit_reason"] = disable_reason(_kernel_log(target), record["ops"])
         record["exit_message"] = next((line[len("EXIT: "):] for line in reversed(stderr_tail().split(" | "))
                                        if line.startswith("EXIT: ")), None)
         for name in ("sched_ext.stdout", "sched_ext.stderr"):
@@ -248,12 +290,15 @@ def file_sha256(path: str | Path) -> str:
 
 
 def install_scheduler(target, setting: SchedExtSetting, kernel_spec: Path | None) -> tuple[str, str]:
-    """Build ``setting``'s scheduler from the base tree of ``kernel_spec`` (Debian's
-    linux-source without one) against the running kernel's BTF, pulled from the target, and
-    install it there; returns its path on the target and its hash."""
+    """Build ``setting``'s scheduler, a crate with cargo, else from the base tree of
+    ``kernel_spec`` (Debian's linux-source without one) against the running kernel's BTF, pulled
+    from the target, and install it there; returns its path on the target and its hash."""
     missing = sched_ext_missing(target)
     if missing:
         raise SchedExtError(f"cannot run {setting.scheduler}: {missing}")
+    if setting.from_crate:
+        binary = build_scx_crate(setting.scheduler, setting.version, target.abi)
+        return install_tool(target, binary), file_sha256(binary)
     base = load_variant_spec(kernel_spec).base if kernel_spec is not None else BaseTree("debian", DEFAULT_DEBIAN_PACKAGE)
     tree = prepare_tree(base, log=lambda _msg: None)
     staged = f"{target.working_directory}/lisa-ext-vmlinux.btf"

@@ -156,7 +156,7 @@ _VARIANT_SCHEMA = {
                    check=_check_knobs),
     "kernel": Field((str,), "path to a kernel variant spec (kernels/.../variant.yml), relative to the spec"),
     "sched-ext": Field((dict,), "a BPF scheduler the variant's runs load: {scheduler: scx_simple, args: [...]} "
-                       "(docs/sched-ext.md)"),
+                       "or {crate: scx_bpfland, version: '1.1.4', args: [...]} (docs/sched-ext.md)"),
     "workload-options": Field((dict,), "per workload kind, options merged (mappings key by key) into "
                               "every workload of that kind in this variant's runs, for settings that "
                               "exist only once the workload set up, e.g. "

@@ -19,6 +19,12 @@ of the target): ``tools/sched_ext`` builds its own libbpf and bpftool, the BPF
 side with clang >= 16, and the binary is linked statically so that the board's
 minimal rootfs needs no libbpf or libelf. Cached in the same tools cache, keyed
 by the tree's sources, the BTF and the compilers.
+
+The scx project's schedulers published on crates.io (scx_bpfland, scx_lavd, ...)
+are built by :func:`build_scx_crate`: ``cargo install --locked`` of one pinned
+version, linked statically (glibc's ``crt-static``) so that the board's rootfs
+needs none of the libraries they link (libelf, zlib, zstd); cached keyed by
+crate, version and toolchain (rustc, cargo, clang).
 """
 
 from __future__ import annotations
@@ -36,10 +42,12 @@ from pathlib import Path
 from typing import Iterable
 
 from lisa_ext.errors import UserError
+from lisa_ext.schema import show
 from lisa_ext.workbench import cache_root, workbench_dir
 
-__all__ = ["BUILDABLE", "SCX_SCHEDULERS", "Recipe", "build_scx_scheduler", "build_tool", "cached_build",
-           "find_bpf_clang", "install_cached_tools", "install_tool", "missing_tool_hint", "shared_source",
+__all__ = ["BUILDABLE", "SCX_SCHEDULERS", "Recipe", "build_scx_crate", "build_scx_scheduler", "build_tool",
+           "cached_build", "crate_name_problem", "crate_version_problem", "find_bpf_clang", "find_cargo",
+           "install_cached_tools", "install_tool", "missing_tool_hint", "scx_crate_dir", "shared_source",
            "tools_cache_dir"]
 
 
@@ -74,6 +82,15 @@ _SCX_CLANG_MIN = 16
 _SCX_SOURCES = ("tools/sched_ext", "tools/lib/bpf", "tools/bpf/bpftool", "tools/include")
 #: bump when the way the schedulers are built changes
 _SCX_RECIPE = "1"
+#: crates.io's rule for a crate name: ASCII letters, digits, '-' and '_', a letter first, 64 at most
+_CRATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+#: one exact version (semver: MAJOR.MINOR.PATCH, optional pre-release and build), never a range
+_CRATE_VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+                            r"(-[0-9A-Za-z.-]{1,64})?(\+[0-9A-Za-z.-]{1,64})?")
+#: bump when the way crates are built changes
+_SCX_CRATE_RECIPE = "1"
+#: statically linked against glibc: the board's rootfs has no libelf, zlib or zstd
+_SCX_CRATE_RUSTFLAGS = "-C target-feature=+crt-static"
 
 
 def tools_cache_dir() -> Path:
@@ -188,6 +205,112 @@ def build_scx_scheduler(name: str, tree, btf: str | os.PathLike, arch: str = "x8
                                 + " | ".join(last))
         shutil.rmtree(build_dir, ignore_errors=True)
         os.rename(tmp, build_dir)
+    return binary
+
+
+def crate_name_problem(value: str) -> str | None:
+    """What makes ``value`` no crate name (crates.io's rule), or None."""
+    if _CRATE_NAME.fullmatch(value):
+        return None
+    return (f"{show(value)} is not a crate name (ASCII letters, digits, '-' and '_', a letter first, "
+            "at most 64 characters)")
+
+
+def crate_version_problem(value: str) -> str | None:
+    """What makes ``value`` no exact crate version (``1.1.4``: a pinned version, not a range), or None."""
+    if _CRATE_VERSION.fullmatch(value):
+        return None
+    return f"{show(value)} is not an exact version (MAJOR.MINOR.PATCH, e.g. '1.1.4'; a pinned version, not a range)"
+
+
+def find_cargo() -> str:
+    """The ``cargo`` to build crates with: on PATH, else rustup's (``$CARGO_HOME/bin``, ``~/.cargo/bin``);
+    one line saying how to install it when there is none."""
+    found = shutil.which("cargo")
+    if found:
+        return found
+    home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+    if (home / "bin" / "cargo").is_file() and os.access(home / "bin" / "cargo", os.X_OK):
+        return str(home / "bin" / "cargo")
+    raise UserError("building a sched_ext scheduler from crates.io needs cargo (not on PATH nor in "
+                    f"{home / 'bin'}): install Rust with rustup (https://rustup.rs), >= the crate's rust-version")
+
+
+def _toolchain(cargo: str, clang: str) -> tuple[str, str]:
+    """The toolchain's description (what the cache key hashes) and the host's target triple."""
+    rustc = str(Path(cargo).with_name("rustc")) if Path(cargo).with_name("rustc").is_file() else "rustc"
+    env = {**os.environ, "PATH": f"{Path(cargo).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    rustc_v = subprocess.run([rustc, "-vV"], capture_output=True, text=True, env=env).stdout
+    cargo_v = subprocess.run([cargo, "-V"], capture_output=True, text=True, env=env).stdout
+    clang_v = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout
+    triple = re.search(r"^host: (\S+)$", rustc_v, re.M)
+    if not triple:
+        raise UserError(f"building a sched_ext scheduler from crates.io: {rustc} -vV names no host triple")
+    return f"{rustc_v}\n{cargo_v}\n{clang_v}", triple.group(1)
+
+
+def scx_crate_dir(crate: str, version: str, toolchain: str) -> Path:
+    """The cache entry of ``crate`` ``version`` built by ``toolchain`` (:func:`_toolchain`'s text)."""
+    key = hashlib.sha256(f"scx crate recipe {_SCX_CRATE_RECIPE}\n{_SCX_CRATE_RUSTFLAGS}\n{crate}\n{version}\n"
+                         f"{toolchain}".encode()).hexdigest()[:16]
+    return tools_cache_dir() / f"scx-crate-{crate}-{version}-{key}"
+
+
+def _cargo_error(output: str) -> str:
+    """cargo's error in one line: its ``error:`` line, with the cause that follows it if any."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    first = next((i for i, line in enumerate(lines) if line.startswith("error")), None)
+    if first is None:
+        return " | ".join(lines[-3:]) or "(no output)"
+    detail = lines[first]
+    if first + 2 < len(lines) and lines[first + 1] == "Caused by:":
+        detail += f": {lines[first + 2]}"
+    return detail
+
+
+def build_scx_crate(crate: str, version: str, arch: str = "x86_64") -> Path:
+    """Build the scheduler of crates.io's ``crate`` ``version`` (``cargo install --locked``, linked
+    statically); returns its binary, built once per crate, version and toolchain."""
+    problem = crate_name_problem(crate) or crate_version_problem(version)
+    if problem:
+        raise UserError(f"cannot build a sched_ext scheduler from crates.io: {problem}")
+    if arch != platform.machine():
+        raise UserError(f"building {crate} for {arch} on a {platform.machine()} host is not supported yet")
+    cargo = find_cargo()
+    clang, _strip = find_bpf_clang()
+    toolchain, triple = _toolchain(cargo, clang)
+    build_dir = scx_crate_dir(crate, version, toolchain)
+    binary = build_dir / "bin" / crate
+    if binary.is_file():
+        return binary
+    build_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=build_dir.name + ".", suffix=".part", dir=build_dir.parent))
+    # an explicit --target: RUSTFLAGS then apply to the scheduler only, not to the build scripts
+    # and proc macros, which cannot run linked statically
+    command = [cargo, "install", "--locked", "--version", version, "--root", str(tmp / "root"), "--target", triple,
+               "--", crate]
+    # BPF_CLANG: the scx crates compile their BPF side with plain `clang` otherwise, too old on Debian 12
+    env = {**os.environ, "CARGO_TARGET_DIR": str(tmp / "target"), "RUSTFLAGS": _SCX_CRATE_RUSTFLAGS,
+           "BPF_CLANG": clang, "PATH": f"{Path(cargo).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    (tmp / "build.log").write_text(proc.stdout + proc.stderr)
+    shutil.rmtree(tmp / "target", ignore_errors=True)
+    if proc.returncode != 0:
+        raise UserError(f"sched-ext {{crate: {crate}, version: {version}}}: cargo install failed: "
+                        f"{_cargo_error(proc.stderr)} (log: {tmp / 'build.log'})")
+    if not (tmp / "root" / "bin" / crate).is_file():
+        built = sorted(p.name for p in (tmp / "root" / "bin").glob("*"))
+        raise UserError(f"sched-ext {{crate: {crate}, version: {version}}}: the crate installs no binary {crate} "
+                        f"(it installs: {', '.join(built) or 'none'}); not a scheduler crate")
+    os.rename(tmp / "root", tmp / "done")
+    shutil.move(str(tmp / "build.log"), str(tmp / "done" / "build.log"))
+    try:
+        os.rename(tmp / "done", build_dir)
+    except OSError:
+        if not binary.is_file():  # not another process's finished build: a stale entry
+            shutil.rmtree(build_dir, ignore_errors=True)
+            os.rename(tmp / "done", build_dir)
+    shutil.rmtree(tmp, ignore_errors=True)
     return binary
 
 
