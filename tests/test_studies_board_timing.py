@@ -1,7 +1,8 @@
 """A study page says what its directions can show from the board timing its runs had.
 
-On the committed board sample (runs from before the timing switch: ``decisions``) and on a copy
-whose runs say ``faithful`` (what ``--board-timing faithful`` records in each run's meta.json).
+On the committed board sample (runs from before the timing switch, their meta.json completed with
+the ``decisions`` they ran in) and on a copy whose runs say ``faithful`` (what ``--board-timing
+faithful`` records in each run's meta.json). The timing is what the runs recorded, never the target's name.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from lisa_ext.studies.rfc import campaign_platform, campaign_timing
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity-board"
 
 
-def _with_timing(tmp_path: Path, timings: list[str]) -> Path:
+def _with_timing(tmp_path: Path, timings: list[str | None]) -> Path:
+    """A copy of the sample whose runs recorded ``timings`` in turn (None: none, as off the modules)."""
     campaign = tmp_path / "campaign"
     shutil.copytree(SAMPLE, campaign)
     metas = sorted(campaign.glob("runs/**/meta.json"))
@@ -57,3 +59,11 @@ def test_mixed_timings_are_said_not_compared(tmp_path):
     campaign = _with_timing(tmp_path, ["faithful", "decisions"])
     assert campaign_timing(campaign) == "decisions + faithful"
     assert "rerun the campaign in one timing" in ondemand_bursty.direction_note(campaign)
+
+
+def test_a_target_named_vboard_without_the_modules_has_no_timing(tmp_path):
+    # the sample's target config is named vboard; its runs now record no timing, as a kernel
+    # without the emulation modules leaves them: the name alone says nothing of the kernel
+    campaign = _with_timing(tmp_path, [None])
+    assert campaign_timing(campaign) is None
+    assert "timing" not in campaign_platform(campaign)

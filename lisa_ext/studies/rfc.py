@@ -57,19 +57,19 @@ def _platform_names(runs) -> set[str]:
     return names
 
 
-def _timing(runs, names: set[str]) -> str | None:
-    # runs from before the timing switch paid nothing: they were "decisions"
+def _timing(runs) -> str | None:
+    # what each run recorded, never the target's name: a kernel without the modules has no timing
     timings = {run.meta.get("board_timing") or timing_of((run.meta.get("kernel") or {}).get("emulation"))
-               or ("decisions" if "vboard" in names else None) for run in runs}
+               for run in runs}
     timings.discard(None)
     return " + ".join(sorted(timings)) or None
 
 
 def campaign_timing(campaign_dir: str | os.PathLike) -> str | None:
-    """The virtual board's timing (:mod:`lisa_ext.target.timing`) a campaign's runs had:
-    ``faithful``, ``decisions``, both joined by `` + ``, or None off the board."""
-    runs = read_campaign(Path(campaign_dir)).ok_runs
-    return _timing(runs, _platform_names(runs))
+    """The emulation modules' timing (:mod:`lisa_ext.target.timing`) a campaign's runs recorded:
+    ``faithful``, ``decisions``, both joined by `` + ``, or None when no run's kernel loaded the
+    modules (off the virtual board)."""
+    return _timing(read_campaign(Path(campaign_dir)).ok_runs)
 
 
 def timing_text(campaign_dir: str | os.PathLike, *, decisions: str, faithful: str, board: str) -> str:
@@ -92,7 +92,7 @@ def campaign_platform(campaign_dir: str | os.PathLike) -> str:
     if not names:
         return "this platform"
     platform = " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
-    timing = _timing(runs, names)
+    timing = _timing(runs)
     # the board's clock beside its timing; runs from before it was recorded ran on the host's
     clock = " + ".join(sorted({str(run.meta.get("board_clock") or "host") for run in runs}))
     return f"{platform}, {timing} timing, {clock} clock" if timing else platform
