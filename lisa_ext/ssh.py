@@ -18,8 +18,8 @@ clients, one :class:`Trust`:
 Where keys are pinned:
 
 - the virtual board's key is made with its rootfs and pinned in its cache
-  (``vboard/ssh/known_hosts``) under the alias :data:`VBOARD_ALIAS`, whatever
-  port QEMU forwards;
+  (``vboard/ssh/known_hosts``) under one alias (``HostKeyAlias``), whatever
+  port QEMU forwards (:mod:`lisa_ext.vboard.rootfs`);
 - any other board's key is pinned in the project's known_hosts
   (:func:`known_hosts_path`) by ``lisa-ext target trust CONF``, which prints the
   key's fingerprint to compare with the board's own
@@ -56,7 +56,6 @@ __all__ = [
     "SSH_FAILED",
     "SshClient",
     "Trust",
-    "VBOARD_ALIAS",
     "control_dir",
     "fingerprint",
     "known_hosts_entry",
@@ -64,9 +63,6 @@ __all__ = [
     "open_paramiko",
     "scan_host_key",
 ]
-
-#: Name under which the virtual board's key is pinned (``HostKeyAlias``).
-VBOARD_ALIAS = "lisa-ext-vboard"
 
 #: a unix socket path holds at most 107 bytes; ssh adds ".<16 random chars>" while it binds
 _SOCKET_DIR_MAX = 107 - 17 - 1 - 16

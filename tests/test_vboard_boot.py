@@ -142,7 +142,7 @@ def test_a_board_presenting_another_key_is_refused_on_every_path(booted, tmp_pat
     from lisa_ext.kernel.deploy import deploy_variant
     from lisa_ext.ssh import HostKeyError
     from lisa_ext.target import connect, open_target
-    from lisa_ext.vboard.rootfs import known_hosts_pin_path
+    from lisa_ext.vboard.rootfs import VBOARD_ALIAS, known_hosts_pin_path
 
     board, _ = booted
     config = REPO / "target-configs" / "vboard.yml"
@@ -155,7 +155,7 @@ def test_a_board_presenting_another_key_is_refused_on_every_path(booted, tmp_pat
     other = (tmp_path / "other.pub").read_text().split()[:2]
     pin = known_hosts_pin_path()
     saved = pin.read_text()
-    pin.write_text(f"lisa-ext-vboard {other[0]} {other[1]}\n")
+    pin.write_text(f"{VBOARD_ALIAS} {other[0]} {other[1]}\n")
     refused = []
     try:
         # the OpenSSH client: the board's commands and a kexec deploy

@@ -31,11 +31,11 @@ def require_board_capabilities(arch: str = "x86_64"):
 def guest(board, command: str) -> str:
     """Run a command on the guest with a plain ssh call built here."""
     status = board.status()
-    from lisa_ext.vboard.rootfs import known_hosts_pin_path, ssh_key_path
+    from lisa_ext.vboard.rootfs import VBOARD_ALIAS, known_hosts_pin_path, ssh_key_path
 
     argv = ["ssh", "-F", "none", "-i", str(ssh_key_path()), "-p", str(status["ssh_port"]), "-o", "BatchMode=yes",
             "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known_hosts_pin_path()}",
-            "-o", "HostKeyAlias=lisa-ext-vboard", "-o", "LogLevel=ERROR", "root@127.0.0.1", command]
+            "-o", f"HostKeyAlias={VBOARD_ALIAS}", "-o", "LogLevel=ERROR", "root@127.0.0.1", command]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
 
 

@@ -31,7 +31,7 @@ from typing import Sequence
 from lisa_ext import devicetree
 from lisa_ext.errors import UserError
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
-from lisa_ext.ssh import VBOARD_ALIAS, Endpoint, HostKeyError, SshClient, Trust
+from lisa_ext.ssh import Endpoint, HostKeyError, SshClient, Trust
 from lisa_ext.workbench import workbench_path
 from lisa_ext.vboard import qemu, rootfs
 
@@ -399,7 +399,7 @@ class VirtualBoard:
     def endpoint(self) -> Endpoint:
         """The running board's SSH login: root with the cache's key, its pinned host key."""
         state = self._require_state()
-        trust = Trust(rootfs.known_hosts_pin_path(), VBOARD_ALIAS, alias=True,
+        trust = Trust(rootfs.known_hosts_pin_path(), rootfs.VBOARD_ALIAS, alias=True,
                       pin_hint="rebuild the board's rootfs (its key is pinned when the rootfs is made)")
         return Endpoint("127.0.0.1", state.ssh_port, "root", trust, keyfile=rootfs.ssh_key_path())
 

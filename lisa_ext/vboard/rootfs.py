@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from lisa_ext.errors import UserError
-from lisa_ext.ssh import VBOARD_ALIAS
 from lisa_ext.staged_modules import MODULES_LOAD_FILE, find_release_dir
 from lisa_ext.workbench import cache_root
 
@@ -57,21 +56,25 @@ __all__ = [
     "ARM64_ROOTFS_PACKAGES",
     "ROOTFS_PACKAGES",
     "Rootfs",
+    "VBOARD_ALIAS",
     "cache_root",
-    "vboard_cache_dir",
-    "ssh_key_path",
+    "ensure_host_key",
+    "ensure_rootfs",
     "ensure_ssh_key",
     "host_key_path",
     "known_hosts_pin_path",
-    "ensure_host_key",
-    "ensure_rootfs",
-    "make_overlay",
-    "make_modules_disk",
     "make_empty_disk",
+    "make_modules_disk",
+    "make_overlay",
     "make_scratch_disk",
+    "ssh_key_path",
+    "vboard_cache_dir",
 ]
 
 log = logging.getLogger(__name__)
+
+#: the name the board's host key is pinned under (``HostKeyAlias``), whatever port QEMU forwards
+VBOARD_ALIAS = "lisa-ext-vboard"
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -193,7 +196,7 @@ def host_key_path() -> Path:
 
 
 def known_hosts_pin_path() -> Path:
-    """known_hosts pinning the board's host key under :data:`lisa_ext.ssh.VBOARD_ALIAS`."""
+    """known_hosts pinning the board's host key under :data:`VBOARD_ALIAS`."""
     return vboard_cache_dir() / "ssh" / "known_hosts"
 
 
