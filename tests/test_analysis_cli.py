@@ -84,3 +84,13 @@ def test_iowait_boost_text_output_on_systrace(capsys):
     assert code == 0, err
     assert "== sugov_set_iowait_boost timeline" in out
     assert "== mean frequency in the 4 ms after wakeups (kHz)" in out
+
+
+@pytest.mark.parametrize("name, option, value", [
+    ("iowait-boost", "--window-ms", "-5"), ("iowait-boost", "--window-ms", "nan"),
+    ("wakeup-frequency", "--burst-window-ms", "0"), ("wakeup-frequency", "--burst-window-ms", "inf")])
+def test_a_window_that_is_not_a_positive_duration_is_one_line(capsys, name, option, value):
+    require_shared(JUNO)
+    code, out, err = run(capsys, name, JUNO, option, value)
+    assert code == 2 and out == ""
+    assert option in err and "positive" in err and len(err.strip().splitlines()) == 1, err

@@ -33,10 +33,11 @@ from typing import Any, ClassVar, Iterable, NamedTuple, Sequence
 import pandas as pd
 
 from lisa_ext import compat
+from lisa_ext.errors import UserError
 
 TraceAnalysisBase = compat.import_lisa("lisa.analysis.base").TraceAnalysisBase
 
-__all__ = ["RunMetric", "StudyAnalysis", "json_ready", "missing_events", "records"]
+__all__ = ["RunMetric", "StudyAnalysis", "json_ready", "missing_events", "records", "window_seconds"]
 
 
 class RunMetric(NamedTuple):
@@ -87,6 +88,16 @@ def missing_events(events: Iterable[str], any_of: Sequence[str], available: set[
     if any_of and not available.intersection(any_of):
         lacking.append(" or ".join(any_of))
     return lacking
+
+
+def window_seconds(name: str, window_ms: float) -> float:
+    """A time window an analysis was given in milliseconds (``--window-ms``, ...), in seconds.
+    Anything but a positive, finite duration is a UserError naming ``name``: a negative or NaN
+    window would silently give figures over nothing."""
+    if isinstance(window_ms, bool) or not isinstance(window_ms, (int, float)) \
+            or not math.isfinite(window_ms) or window_ms <= 0:
+        raise UserError(f"{name}: expected a positive number of milliseconds, got {window_ms!r}")
+    return window_ms / 1e3
 
 
 def records(df: pd.DataFrame, columns) -> dict[str, dict[str, Any]]:

@@ -44,7 +44,7 @@ from lisa_ext.analysis._frames import (
     times_ns,
 )
 from lisa_ext.analysis._task_scan import switch_scan
-from lisa_ext.analysis.base import StudyAnalysis, records
+from lisa_ext.analysis.base import StudyAnalysis, records, window_seconds
 from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -58,6 +58,8 @@ __all__ = ["IowaitBoostAnalysis", "TASK_COLUMNS", "DEVICE_COLUMNS", "format_dev"
 TASK_UNINTERRUPTIBLE = 0x2
 TASK_NOLOAD = 0x400
 
+#: how a frequency window after wakeups is named in errors: the parameter and its option
+WINDOW_NAME = "window_ms (--window-ms)"
 #: Columns of :meth:`IowaitBoostAnalysis.df_task_iowait`.
 TASK_COLUMNS = ("comm", "iowait_count", "iowait_delay_s", "runtime_s", "mean_freq_running_khz")
 #: Columns of :meth:`IowaitBoostAnalysis.df_device_io`.
@@ -126,6 +128,7 @@ class IowaitBoostAnalysis(StudyAnalysis):
                        help="frequency window after each wakeup (default 4 ms)")
 
     def _summary(self, window_ms: float) -> tuple[dict[str, Any], list[tuple[str, pd.DataFrame]]]:
+        window_seconds(WINDOW_NAME, window_ms)  # also when the trace has no cpu_frequency to use it
         trace = self.trace
         tasks = self.df_task_iowait()
         figures: dict[str, Any] = {
@@ -334,6 +337,7 @@ class IowaitBoostAnalysis(StudyAnalysis):
         """Per wakeup (a switch-in ending a sleep), indexed by the switch-in:
         ``pid``, ``cpu``, ``after_iowait`` (the sleep was D-state),
         ``mean_freq_khz`` of that CPU over the next ``window_ms`` (NaN where unknown)."""
+        window_s = window_seconds(WINDOW_NAME, window_ms)
         sleeps = self.df_sleeps()
         freq = self._frequency()
         start = sleeps.index.to_numpy()
@@ -341,7 +345,7 @@ class IowaitBoostAnalysis(StudyAnalysis):
         cpu = sleeps["cpu"].to_numpy()
         for c in np.unique(cpu):
             sel = cpu == c
-            integral, known = freq.integrate(int(c), start[sel], start[sel] + window_ms / 1e3)
+            integral, known = freq.integrate(int(c), start[sel], start[sel] + window_s)
             with np.errstate(divide="ignore", invalid="ignore"):
                 mean[sel] = np.where(known > 0, integral / known, np.nan)
         return pd.DataFrame(

@@ -28,7 +28,7 @@ import pandas as pd
 
 from lisa_ext import compat
 from lisa_ext.analysis._frames import has_event
-from lisa_ext.analysis.base import RunMetric, StudyAnalysis
+from lisa_ext.analysis.base import RunMetric, StudyAnalysis, window_seconds
 from lisa_ext.analysis.idle_wakeups import WAKEUP_COLUMNS, wakeups_from_idle
 
 _base = compat.import_lisa("lisa.analysis.base")
@@ -63,7 +63,8 @@ class WakeupFrequencyAnalysis(StudyAnalysis):
                    min_sleep_ms: float = 0.0) -> pd.DataFrame:
         """:func:`wakeups_from_idle` of this trace (columns :data:`WAKEUP_COLUMNS`)."""
         return wakeups_from_idle(self.trace.df_event("sched_switch"), self.trace.df_event("cpu_frequency"),
-                                 comm, window_s=None if window_ms is None else window_ms / 1e3,
+                                 comm, window_s=None if window_ms is None
+                                 else window_seconds("burst window (--burst-window-ms)", window_ms),
                                  min_sleep_s=min_sleep_ms / 1e3)
 
     def summary(self, task: str = "ebizzy", burst_window_ms: float | None = None) -> dict[str, Any]:
