@@ -75,7 +75,8 @@ def test_a_scheduler_variant_loads(tmp_path):
      "variants[1].sched-ext.scheduler (line 9): unknown scheduler 'scx_rusty'; lisa-ext builds: scx_simple, scx_qmap"),
     ("args: [-f]", "args: ['-f x']", "variants[1].sched-ext.args (line 9): '-f x' holds whitespace"),
     ("args: [-f]", "args: -f", "variants[1].sched-ext.args (line 9): expected list"),
-    ("args: [-f]", "bogus: 1", "variants[1].sched-ext.bogus (line 9): unknown key; allowed here: scheduler, crate, version, args"),
+    ("args: [-f]", "bogus: 1",
+     "variants[1].sched-ext.bogus (line 9): unknown key; allowed here: scheduler, crate, version, args"),
     ("{scheduler: scx_simple, args: [-f]}", "{args: [-f]}",
      "variants[1].sched-ext: expected exactly one of scheduler (the kernel tree's: scx_simple, scx_qmap) or crate"),
     ("{scheduler: scx_simple, args: [-f]}", "{scheduler: scx_simple, crate: scx_bpfland, version: '1.1.4'}",
@@ -95,7 +96,8 @@ def test_a_scheduler_variant_loads(tmp_path):
     ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: '^1.1'}",
      "variants[1].sched-ext.version (line 9): '^1.1' is not an exact version"),
     ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: '1.1'}", "is not an exact version"),
-    ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: '1.1.4 --git x'}", "is not an exact version"),
+    ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: '1.1.4 --git x'}",
+     "is not an exact version"),
     ("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: 1.1}",
      "variants[1].sched-ext.version (line 9): expected str"),
 ])
@@ -104,7 +106,8 @@ def test_bad_scheduler_settings_are_one_line(tmp_path, old, new, expected):
 
 
 def test_a_crate_scheduler_variant_loads(tmp_path):
-    body = SPEC.replace("{scheduler: scx_simple, args: [-f]}", "{crate: scx_bpfland, version: 1.1.4, args: [-s, '5000']}")
+    body = SPEC.replace("{scheduler: scx_simple, args: [-f]}",
+                        "{crate: scx_bpfland, version: 1.1.4, args: [-s, '5000']}")
     scx = load_spec(write_spec(tmp_path / "spec.yml", body)).variants[1].sched_ext
     assert (scx.scheduler, scx.version, scx.args, scx.from_crate) == ("scx_bpfland", "1.1.4", ("-s", "5000"), True)
     # scx_utils registers the ops with the version and build appended to the scheduler's name

@@ -273,7 +273,7 @@ class CampaignRunner:
         for v in self.spec.variants:
             for p in _knobs.check_knobs(self.session.target, v.knobs):
                 problems.append(f"variant {v.name}: {p}")
-            scx_problem = v.sched_ext and sched_ext.preflight(self.lisa_target, v.sched_ext, v.kernel)
+            scx_problem = v.sched_ext and sched_ext.preflight(self.lisa_target, v.sched_ext, v.kernel, self.echo)
             if scx_problem:
                 problems.append(f"variant {v.name} ({v.sched_ext.scheduler}): {scx_problem}")
         if self.spec.requires and not any(v.kernel for v in self.spec.variants):

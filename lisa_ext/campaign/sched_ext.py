@@ -181,15 +181,16 @@ def sched_ext_missing(target) -> str | None:
     return None
 
 
-def preflight(target, setting: SchedExtSetting, kernel_spec: Path | None) -> str | None:
+def preflight(target, setting: SchedExtSetting, kernel_spec: Path | None,
+              echo: Callable[[str], None] = lambda _msg: None) -> str | None:
     """What stops ``setting``'s scheduler from running, before the first run: no clang to build
     it on the host, a crate that does not build (built here, on the host, once: it does not
     depend on the target's kernel), or (without a kernel variant, whose config the spec checked)
-    no sched_ext in the target's running kernel."""
+    no sched_ext in the target's running kernel. ``echo`` is told when a crate's build starts."""
     try:
         find_bpf_clang()
         if setting.from_crate:
-            build_scx_crate(setting.scheduler, setting.version, target.abi)
+            build_scx_crate(setting.scheduler, setting.version, target.abi, echo)
     except UserError as exc:
         return str(exc)
     return sched_ext_missing(target) if kernel_spec is None else None

@@ -39,7 +39,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from lisa_ext.errors import UserError
 from lisa_ext.schema import show
@@ -268,9 +268,11 @@ def _cargo_error(output: str) -> str:
     return detail
 
 
-def build_scx_crate(crate: str, version: str, arch: str = "x86_64") -> Path:
+def build_scx_crate(crate: str, version: str, arch: str = "x86_64",
+                    echo: Callable[[str], None] = lambda _msg: None) -> Path:
     """Build the scheduler of crates.io's ``crate`` ``version`` (``cargo install --locked``, linked
-    statically); returns its binary, built once per crate, version and toolchain."""
+    statically); returns its binary, built once per crate, version and toolchain. ``echo`` is told
+    when a build starts: the first one takes minutes."""
     problem = crate_name_problem(crate) or crate_version_problem(version)
     if problem:
         raise UserError(f"cannot build a sched_ext scheduler from crates.io: {problem}")
@@ -285,6 +287,7 @@ def build_scx_crate(crate: str, version: str, arch: str = "x86_64") -> Path:
         return binary
     build_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=build_dir.name + ".", suffix=".part", dir=build_dir.parent))
+    echo(f"building {crate} {version} from crates.io with cargo into {build_dir} (once; about 15 min on 2 cores)")
     # an explicit --target: RUSTFLAGS then apply to the scheduler only, not to the build scripts
     # and proc macros, which cannot run linked statically
     command = [cargo, "install", "--locked", "--version", version, "--root", str(tmp / "root"), "--target", triple,
