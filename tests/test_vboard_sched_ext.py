@@ -8,7 +8,12 @@ One smoke campaign, interleaved: ``simple`` (scx_simple loaded around each run) 
 * during ``simple/rt/1`` the scheduler is killed with SIGKILL: that run fails with the
   kernel's reason and the next run, ``eevdf/rt/1``, is on EEVDF again.
 
-Needs the sched-ext kernel build (~1 h on a loaded 2-core host) and clang >= 16: marker manual.
+A second campaign compares EEVDF with scx_bpfland from crates.io (:data:`CRATE`): the run's
+metadata records the crate, its version and the ops name the kernel ran, and its trace shows the
+scheduler's process alive during the workload (and absent from EEVDF's).
+
+Needs the sched-ext kernel build (~1 h on a loaded 2-core host) and clang >= 16, and for the
+crate cargo and the crates.io index (a first build of scx_bpfland: ~30 min here): marker manual.
 """
 
 import json
@@ -20,12 +25,15 @@ from pathlib import Path
 
 import pytest
 
+import analysis_reference as ref
 from vboard_helpers import REPO, guest, require_board_capabilities
 
 pytestmark = [pytest.mark.vboard, pytest.mark.manual]
 
 LISA_EXT = [sys.executable, "-m", "lisa_ext.cli"]
 SCX_KERNEL = REPO / "kernels" / "scx" / "eevdf.yml"
+#: a scheduler of the scx project on crates.io, pinned
+CRATE = ("scx_bpfland", "1.1.4")
 
 
 def _spec(tmp_path: Path) -> Path:
@@ -122,3 +130,68 @@ def test_a_killed_scheduler_fails_its_run_and_the_next_is_on_eevdf(scx_campaign)
     result, meta = _run(out, "eevdf/rt/1")
     assert result["status"] == "ok", result
     assert meta["sched_ext"] == {"state": "disabled"}
+
+
+@pytest.fixture(scope="module")
+def crate_campaign(tmp_path_factory):
+    require_board_capabilities()
+    from lisa_ext.kernel.deploy import deploy_variant
+    from lisa_ext.target.board import BoardTarget
+    from lisa_ext.vboard.board import VirtualBoard
+
+    tmp_path = tmp_path_factory.mktemp("vboard-scx-crate")
+    spec = tmp_path / "scx-crate.yml"
+    spec.write_text(f"""\
+name: scx-crate-smoke
+target: {REPO / 'target-configs' / 'vboard.yml'}
+iterations: 1
+trace:
+  events: [sched:sched_switch]
+variants:
+  - name: eevdf
+    kernel: {SCX_KERNEL}
+  - name: bpfland
+    kernel: {SCX_KERNEL}
+    sched-ext: {{crate: {CRATE[0]}, version: '{CRATE[1]}'}}
+workloads:
+  - name: rt
+    kind: rtapp
+    duration-s: 8
+    tasks: {{small: {{duty-cycle-pct: 20, period-ms: 16}}}}
+""")
+    board = VirtualBoard()
+    deploy_variant(BoardTarget(board), SCX_KERNEL)
+    out = tmp_path / "campaign"
+    try:
+        proc = subprocess.run(LISA_EXT + ["campaign", "run", str(spec), "--out", str(out), "--no-progress"],
+                              cwd=REPO, capture_output=True, text=True, timeout=7200,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        board.down()
+    print(f"\n{proc.stdout}\n{proc.stderr}")
+    return out, proc
+
+
+def _switched_out(run: Path) -> set[str]:
+    """The tasks of ``run``'s trace that ran on a CPU (``prev_comm`` of its ``sched_switch``)."""
+    # no -F filter: trace-cmd report -F sched_switch crashes (SIGSEGV) on these traces
+    return {e.f["prev_comm"] for e in ref.report_events(run / "trace.dat") if e.name == "sched_switch"}
+
+
+def test_a_crate_scheduler_ran_its_run_and_is_recorded(crate_campaign):
+    out, proc = crate_campaign
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    result, meta = _run(out, "bpfland/rt/0")
+    assert result["status"] == "ok", result
+    scx = meta["sched_ext"]
+    assert (scx["scheduler"], scx["crate"], scx["version"]) == (CRATE[0], *CRATE), scx
+    assert scx["ops"] == "bpfland" or scx["ops"].startswith("bpfland_"), scx
+    assert scx["state"] == "enabled" and scx["state_after"] == "enabled", scx
+    assert scx["exit_reason"] == "unregistered from user space", scx
+    _, eevdf = _run(out, "eevdf/rt/0")
+    assert eevdf["sched_ext"] == {"state": "disabled"}
+    # the scheduler's user-space side ran beside rt-app's task (small-0), and not in EEVDF's run
+    bpfland = _switched_out(out / "runs" / "bpfland/rt/0")
+    plain = _switched_out(out / "runs" / "eevdf/rt/0")
+    assert {CRATE[0], "small-0"} <= bpfland, sorted(bpfland)
+    assert CRATE[0] not in plain and "small-0" in plain, sorted(plain)
