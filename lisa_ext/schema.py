@@ -22,6 +22,8 @@ YAML line when known) or the line or byte offset, and what is allowed there.
 
 from __future__ import annotations
 
+import argparse
+
 import datetime as _dt
 import math
 import os
@@ -39,8 +41,8 @@ from ruamel.yaml.scanner import RoundTripScanner
 
 from lisa_ext.errors import SpecError
 
-__all__ = ["DURATION_S", "MAX_NUMBER_DIGITS", "MAX_YAML_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_VALUES",
-           "THREADS", "TIMEOUT_S", "Field", "Number", "argument_problem", "check_mapping", "in_bounds",
+__all__ = ["DURATION_S", "MAX_JOBS", "MAX_NUMBER_DIGITS", "MAX_YAML_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_VALUES",
+           "THREADS", "TIMEOUT_S", "Field", "Number", "argument_problem", "check_mapping", "in_bounds", "jobs_argument",
            "load_yaml", "read_text", "show", "text_problem", "type_names"]
 
 #: a YAML number: ints are accepted wherever floats are
@@ -115,6 +117,19 @@ def argument_problem(value: Any, what: str) -> str | None:
     if bad is not None:
         return f"{show(value)} holds whitespace or a control character ({bad!r}); not {what}"
     return None
+
+
+#: the most parallel jobs a command line may ask for (make -j, report --jobs): each is a process
+MAX_JOBS = 1024
+
+
+def jobs_argument(text: str) -> int:
+    """argparse type of a ``-j``/``--jobs`` option: a whole number from 1 to :data:`MAX_JOBS`
+    (0 or -3 would otherwise reach make as ``-j0``/``-j-3`` and fail only after the tree was prepared)."""
+    value = int(text) if text.strip().isdigit() else None
+    if value is None or not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"{show(text)}: expected a number of jobs from 1 to {MAX_JOBS}")
+    return value
 
 
 def text_problem(value: Any) -> str | None:

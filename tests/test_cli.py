@@ -124,3 +124,17 @@ def test_the_command_leaves_early_with_its_whole_output_and_exit_code(tmp_path, 
                           "--baseline", "cache"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "none.csv" in bad.stderr
+
+
+@pytest.mark.parametrize("argv", [["report", "CAMPAIGN", "--jobs", "0"], ["report", "CAMPAIGN", "--jobs", "-3"],
+                                  ["kernel", "build", "VARIANT", "-j", "0"],
+                                  ["kernel", "build", "VARIANT", "--jobs", "1025"]])
+def test_a_number_of_jobs_below_one_or_above_the_bound_is_refused_before_anything_runs(argv, tmp_path, capsys):
+    # -j0 / -j-3 reached make only after the kernel tree was prepared; --jobs 0 drew serially.
+    # The paths do not exist: the option is refused before any of them is looked at
+    argv = [str(tmp_path / word) if word.isupper() else word for word in argv]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"'{argv[-1]}': expected a number of jobs from 1 to 1024" in err

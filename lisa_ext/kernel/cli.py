@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lisa_ext.kernel.build import BuildStatus, build_env, build_status, build_variant, resolve_config
 from lisa_ext.kernel.spec import ARCHES, load_variant_spec
-from lisa_ext.schema import load_yaml
+from lisa_ext.schema import jobs_argument, load_yaml
 from lisa_ext.workbench import shown_path
 from lisa_ext.kernel.tree import KernelTree, prepare_tree
 
@@ -154,7 +154,7 @@ def register(subparsers) -> None:
                        description="Build a kernel variant, or reuse its cached build, and print "
                                    "where its artefacts are.")
     b.add_argument("variant", metavar="VARIANT", help="kernel variant spec (kernels/<study>/<variant>.yml)")
-    b.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="parallel make jobs (default: CPU count)")
+    b.add_argument("-j", "--jobs", type=jobs_argument, default=None, metavar="N", help="parallel make jobs (default: CPU count)")
     b.add_argument("--force", action="store_true", help="rebuild even when the cache has the artefacts")
     b.add_argument("--arch", choices=ARCHES, help="build for this architecture (x86_64: bzImage; arm64: Image, "
                    "cross-compiled; default: the spec's own)")

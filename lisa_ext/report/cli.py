@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lisa_ext.report.build import ReportOptions, build_report
+from lisa_ext.schema import jobs_argument
 from lisa_ext.trace.cluster import add_scheduler_argument
 
 __all__ = ["register", "run"]
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
                    help="ignore trace.dat files (faster)")
     p.add_argument("--no-html", dest="html", action="store_false",
                    help="skip the interactive figures.html")
-    p.add_argument("--jobs", type=int, metavar="N",
+    p.add_argument("--jobs", type=jobs_argument, metavar="N",
                    help="processes drawing the figures not cached yet (default: one per CPU)")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="draw every figure and analyse every trace again, ignoring "
