@@ -129,14 +129,20 @@ def build_tool(name: str, src: str | os.PathLike) -> Path:
             raise UserError(f"building {name} in {tmp}: {' '.join(command)} failed: {' | '.join(last)}")
     if not (tmp / recipe.binary).is_file():
         raise UserError(f"building {name} in {tmp} produced no {recipe.binary}")
+    _publish(tmp, build_dir, binary)
+    shutil.rmtree(tmp.parent, ignore_errors=True)
+    return binary
+
+
+def _publish(built: Path, build_dir: Path, binary: Path) -> None:
+    """Move the finished build ``built`` into its cache entry ``build_dir``, unless another
+    process published that entry first (its ``binary`` is there); a stale entry is replaced."""
     try:
-        os.rename(tmp, build_dir)
+        os.rename(built, build_dir)
     except OSError:
         if not binary.is_file():  # not another process's finished build: a stale entry
             shutil.rmtree(build_dir, ignore_errors=True)
-            os.rename(tmp, build_dir)
-    shutil.rmtree(tmp.parent, ignore_errors=True)
-    return binary
+            os.rename(built, build_dir)
 
 
 def _clang_major(clang: str) -> int | None:
@@ -307,12 +313,7 @@ def build_scx_crate(crate: str, version: str, arch: str = "x86_64",
                         f"(it installs: {', '.join(built) or 'none'}); not a scheduler crate")
     os.rename(tmp / "root", tmp / "done")
     shutil.move(str(tmp / "build.log"), str(tmp / "done" / "build.log"))
-    try:
-        os.rename(tmp / "done", build_dir)
-    except OSError:
-        if not binary.is_file():  # not another process's finished build: a stale entry
-            shutil.rmtree(build_dir, ignore_errors=True)
-            os.rename(tmp / "done", build_dir)
+    _publish(tmp / "done", build_dir, binary)
     shutil.rmtree(tmp, ignore_errors=True)
     return binary
 
