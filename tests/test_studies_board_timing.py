@@ -17,14 +17,17 @@ from lisa_ext.studies.rfc import campaign_platform, campaign_timing
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "wq-affinity-board"
 
 
-def _with_timing(tmp_path: Path, timings: list[str | None]) -> Path:
-    """A copy of the sample whose runs recorded ``timings`` in turn (None: none, as off the modules)."""
+def _with_timing(tmp_path: Path, timings: list[str | None], clock: str | None = None) -> Path:
+    """A copy of the sample whose runs recorded ``timings`` in turn (None: none, as off the modules),
+    and the board's ``clock`` when given."""
     campaign = tmp_path / "campaign"
     shutil.copytree(SAMPLE, campaign)
     metas = sorted(campaign.glob("runs/**/meta.json"))
     for i, path in enumerate(metas):
         meta = json.loads(path.read_text())
         meta["board_timing"] = timings[i % len(timings)]
+        if clock:
+            meta["board_clock"] = clock
         path.write_text(json.dumps(meta))
     return campaign
 
@@ -53,6 +56,21 @@ def test_faithful_runs_read_the_direction_from_the_confidence_interval(tmp_path)
     fio = iowait_boost.fio_direction_note(campaign)
     assert "does not change the vCPU's speed" not in fio and "makes a low OPP slow the vCPU" in fio
     assert "throttled to 500 IOPS" in fio
+
+
+def test_faithful_runs_on_the_boards_own_clock_are_not_called_milliseconds_of_noise(tmp_path):
+    # idle-gating runs on the virtual clock: its exits are exact there and a poller is at most
+    # 10 us late, so the host clock's "milliseconds, tens of % noise" would mislead a reader
+    host = [idle_gating.why_on_this_board(_with_timing(tmp_path / "host", ["faithful"], "host")),
+            idle_gating.what_is_real(_with_timing(tmp_path / "host2", ["faithful"], "host"))]
+    assert "milliseconds" in host[0] and "late by tenths of a millisecond" in host[1]
+    virtual = _with_timing(tmp_path / "virtual", ["faithful"], "virtual")
+    why, real = idle_gating.why_on_this_board(virtual), idle_gating.what_is_real(virtual)
+    assert "milliseconds" not in why and "noise" not in why.split("The energy row")[0]
+    assert "board's own clock" in why and "10 µs" in why and "The energy row" in why
+    assert "late by" not in real and "exact on the board's own clock" in real
+    # decisions timing on the virtual clock still says the exits are not paid
+    assert "not paid" in idle_gating.why_on_this_board(_with_timing(tmp_path / "d", ["decisions"], "virtual"))
 
 
 def test_mixed_timings_are_said_not_compared(tmp_path):

@@ -120,12 +120,13 @@ def save_idle_residency_figure(residency: pd.DataFrame, workload: str, out_dir: 
     return render_figures([spec], out, formats=("svg",))[0]
 
 
+_ENERGY = (
+    "The energy row is the kernel's real idle and OPP residencies priced by the RK3399 power model, where WFI "
+    "costs 4 mW and the deep states 0 mW per A53 core: trading deep states for WFI can add at most 16 mW on four "
+    "CPUs, a few % of the busy power, so that row moves little and its sign can follow noise in the busy time.")
 _NOISE_AND_ENERGY = (
     "Wake-up times under TCG are milliseconds and the host's two cores are shared with other guests, so "
-    "run-to-run differences of tens of % are noise here. The energy row is the kernel's real idle and OPP "
-    "residencies priced by the RK3399 power model, where WFI costs 4 mW and the deep states 0 mW per A53 core: "
-    "trading deep states for WFI can add at most 16 mW on four CPUs, a few % of the busy power, so that row "
-    "moves little and its sign can follow noise in the busy time.")
+    "run-to-run differences of tens of % are noise here. " + _ENERGY)
 
 
 def why_on_this_board(campaign_dir: str | os.PathLike) -> str:
@@ -143,6 +144,12 @@ def why_on_this_board(campaign_dir: str | os.PathLike) -> str:
             "state's exit latency from the RK3399 table before the woken task runs, so skipping a 370–900 µs "
             "exit, the RFC's latency gain, is paid here too, within the calibration's error (RK3399's "
             "sub-millisecond exit latencies are the least exact: docs/vboard.md#calibration). " + _NOISE_AND_ENERGY),
+        faithful_virtual=(
+            "**Why, on this board:** with `faithful` timing on the board's own clock, a wake-up from an emulated "
+            "state is held for that state's exit latency from the RK3399 table, to the instruction, in the "
+            "board's time, whatever the host's load, so skipping a 370–900 µs exit, the RFC's latency gain, is "
+            "paid here as on silicon. A CPU that polls sees its wake-up at most 10 µs late (the emulator's spin "
+            "quantum; on silicon ~0.1 µs: docs/vboard.md, \"Why the board's QEMU is patched\"). " + _ENERGY),
         board="**On this board** the idle states' exit latencies are the silicon's: the latency rows measure "
               "what skipping them gains.",
     )
@@ -170,6 +177,14 @@ def what_is_real(campaign_dir: str | os.PathLike) -> str:
             "- **Not real:** wake-up latency in µs beyond the exit latencies paid (QEMU TCG, about 30× slower than "
             "hardware, its timer interrupts late by tenths of a millisecond, with vCPUs sharing two host cores "
             "with other guests), and power of silicon."),
+        faithful_virtual=(
+            "- **Emulated:** the idle states (a HLT held, on wake-up, for the exit latency of the RK3399 device "
+            "tree's state, exact on the board's own clock; target residencies given to the governor) and the OPPs "
+            "(each paid at its speed); the energy meter (the kernel's residencies priced by the RK3399 power "
+            "model, WFI 4 mW, deep states 0 mW; the gating's poll loop is priced as WFI).\n"
+            "- **Not real:** the CPUs' pace (one instruction per ns of the board's clock, about an A53's), "
+            "caches and memory, a polling CPU's reaction (up to 10 µs, ~0.1 µs on silicon), and power of "
+            "silicon."),
         board="- **Real too:** the idle states' exit latencies and the wake-up latencies in µs.",
     )
     return ("## What is real on the board and what is not\n\n"

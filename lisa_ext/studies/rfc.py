@@ -72,13 +72,23 @@ def campaign_timing(campaign_dir: str | os.PathLike) -> str | None:
     return _timing(read_campaign(Path(campaign_dir)).ok_runs)
 
 
-def timing_text(campaign_dir: str | os.PathLike, *, decisions: str, faithful: str, board: str) -> str:
+def _clock(runs) -> str:
+    # runs from before the clock was recorded ran on the host's
+    return " + ".join(sorted({str(run.meta.get("board_clock") or "host") for run in runs}))
+
+
+def timing_text(campaign_dir: str | os.PathLike, *, decisions: str, faithful: str, board: str,
+                faithful_virtual: str | None = None) -> str:
     """What a page says of a campaign's platform: ``decisions`` or ``faithful`` for runs on the
-    virtual board in that timing (:func:`campaign_timing`), ``board`` for runs elsewhere; runs in
-    both timings get a sentence saying so, since nothing on the page compares them."""
-    timing = campaign_timing(campaign_dir)
+    virtual board in that timing (:func:`campaign_timing`), ``faithful_virtual`` (when given) for
+    faithful runs on the board's own clock, ``board`` for runs elsewhere; runs in both timings get a
+    sentence saying so, since nothing on the page compares them."""
+    runs = read_campaign(Path(campaign_dir)).ok_runs
+    timing = _timing(runs)
     if timing is None:
         return board
+    if timing == "faithful" and faithful_virtual is not None and _clock(runs) == "virtual":
+        return faithful_virtual
     texts = {"decisions": decisions, "faithful": faithful}
     return texts.get(timing, f"Its runs mix the board's timings ({timing}): their directions cannot be read "
                              "together; rerun the campaign in one timing.")
@@ -93,9 +103,7 @@ def campaign_platform(campaign_dir: str | os.PathLike) -> str:
         return "this platform"
     platform = " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
     timing = _timing(runs)
-    # the board's clock beside its timing; runs from before it was recorded ran on the host's
-    clock = " + ".join(sorted({str(run.meta.get("board_clock") or "host") for run in runs}))
-    return f"{platform}, {timing} timing, {clock} clock" if timing else platform
+    return f"{platform}, {timing} timing, {_clock(runs)} clock" if timing else platform
 
 
 def _check_shape(table: RfcTable, ours: pd.DataFrame, where: str) -> pd.DataFrame:
