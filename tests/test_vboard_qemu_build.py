@@ -27,6 +27,45 @@ from lisa_ext.vboard import qemu_build
 #: instructions each vCPU's busy loop runs, and so its guest time at 1 ns per instruction
 PROBE_NS = 20_000_000
 
+#: the probes' boot: CPU 0 starts the others (PSCI CPU_ON, until it fails) with x20 counting them,
+#: then goes on at "started"
+_START_OTHER_CPUS = r"""
+        mov     x20, #1
+start_next:
+        cmp     x20, #8
+        b.ge    started
+        ldr     x0, =0xc4000003
+        mov     x1, x20
+        adr     x2, _start
+        mov     x3, #0
+        hvc     #0
+        cbnz    x0, started
+        add     x20, x20, #1
+        b       start_next
+"""
+#: the probes' PL011 output: "puts" a string at x0, "puthex" x0 as 16 hex digits
+_SERIAL_OUTPUT = r"""
+puts:   ldr     x2, =UART
+1:      ldrb    w1, [x0], #1
+        cbz     w1, 2f
+        str     w1, [x2]
+        b       1b
+2:      ret
+
+puthex: ldr     x2, =UART
+        mov     x3, #60
+1:      lsr     x1, x0, x3
+        and     x1, x1, #0xf
+        cmp     x1, #10
+        add     x4, x1, #'0'
+        add     x5, x1, #('a' - 10)
+        csel    x1, x4, x5, lt
+        str     w1, [x2]
+        subs    x3, x3, #4
+        b.ge    1b
+        ret
+"""
+
 PROBE_SOURCE = r"""
 // Every vCPU runs the same busy loop and times it with the generic timer; CPU 0 starts
 // the others (PSCI CPU_ON until it fails), waits for them, prints "cpus N freq F" and
@@ -40,19 +79,7 @@ _start:
         mrs     x19, mpidr_el1
         and     x19, x19, #0xff
         cbnz    x19, work
-        mov     x20, #1
-start_next:
-        cmp     x20, #8
-        b.ge    started
-        ldr     x0, =0xc4000003
-        mov     x1, x20
-        adr     x2, _start
-        mov     x3, #0
-        hvc     #0
-        cbnz    x0, started
-        add     x20, x20, #1
-        b       start_next
-started:
+""" + _START_OTHER_CPUS + r"""started:
         adr     x0, ncpus
         str     x20, [x0]
 work:
@@ -119,26 +146,7 @@ off:    adr     x0, s_nl
 park:   wfi
         b       park
 
-puts:   ldr     x2, =UART
-1:      ldrb    w1, [x0], #1
-        cbz     w1, 2f
-        str     w1, [x2]
-        b       1b
-2:      ret
-
-puthex: ldr     x2, =UART
-        mov     x3, #60
-1:      lsr     x1, x0, x3
-        and     x1, x1, #0xf
-        cmp     x1, #10
-        add     x4, x1, #'0'
-        add     x5, x1, #('a' - 10)
-        csel    x1, x4, x5, lt
-        str     w1, [x2]
-        subs    x3, x3, #4
-        b.ge    1b
-        ret
-
+""" + _SERIAL_OUTPUT + r"""
         .align 3
 ncpus:  .quad 1
 ticks:  .fill 8, 8, 0
@@ -217,19 +225,7 @@ _start:
         mrs     x19, mpidr_el1
         and     x19, x19, #0xff
         cbnz    x19, spin
-        mov     x20, #1
-start_next:
-        cmp     x20, #8
-        b.ge    started
-        ldr     x0, =0xc4000003
-        mov     x1, x20
-        adr     x2, _start
-        mov     x3, #0
-        hvc     #0
-        cbnz    x0, started
-        add     x20, x20, #1
-        b       start_next
-started:
+""" + _START_OTHER_CPUS + r"""started:
         ldr     x22, =BUSY_ITERATIONS
 busy:   subs    x22, x22, #1
         b.ne    busy
@@ -297,25 +293,7 @@ spin:   adr     x1, flag
         dmb     sy
 park:   wfi
         b       park
-puts:   ldr     x2, =UART
-1:      ldrb    w1, [x0], #1
-        cbz     w1, 2f
-        str     w1, [x2]
-        b       1b
-2:      ret
-puthex: ldr     x2, =UART
-        mov     x3, #60
-1:      lsr     x1, x0, x3
-        and     x1, x1, #0xf
-        cmp     x1, #10
-        add     x4, x1, #'0'
-        add     x5, x1, #('a' - 10)
-        csel    x1, x4, x5, lt
-        str     w1, [x2]
-        subs    x3, x3, #4
-        b.ge    1b
-        ret
-        .align 3
+""" + _SERIAL_OUTPUT + r"""        .align 3
 flag:   .quad 0
 written: .quad 0
 seen:   .fill 8, 8, 0
