@@ -47,6 +47,9 @@ class _KexecLost(Exception):
 #: the time scale of a board on the virtual clock before its probes measured its pace: a busy guest
 #: was measured up to 25x slower than the host
 _UNMEASURED_TIME_SCALE = 25.0
+#: how long QEMU's monitor may take to answer a probe, in host time whatever the guest's clock: the
+#: main loop answers between two TCG time slices
+_MONITOR_TIMEOUT_S = 5.0
 
 
 class _GuestPace:
@@ -128,9 +131,10 @@ class BoardTarget(SshTarget):
         settings = self.board.settings
         return 1.0 if "thread=single" in settings.accel else float(settings.sockets * settings.cores_per_socket)
 
-    def use_clock(self, clock: str) -> None:
-        """Boot on ``clock`` from now on; a board running on the other is restarted on its kernel."""
-        if self.board.use_clock(clock):
+    def use_clock(self, clock: str | None) -> None:
+        """Boot on ``clock`` (None: :data:`DEFAULT_CLOCK`) from now on; a board running on the other
+        is restarted on its kernel."""
+        if self.board.use_clock(clock or DEFAULT_CLOCK):
             self._pace = _GuestPace()
             self._reconnect(setup=False)
 
@@ -207,15 +211,20 @@ class BoardTarget(SshTarget):
         return False
 
     def probe(self, timeout: float) -> tuple[str | None, bool]:
-        """Its QEMU process, an ``ssh true`` and, when SSH does not answer, QEMU's monitor (a
-        stopped or hung QEMU does not answer it; a busy guest's does)."""
+        """Its QEMU process, QEMU's monitor (a stopped or hung QEMU does not answer it; a busy
+        guest's does), then an ``ssh`` within ``timeout``. The monitor is asked first, in host time:
+        ``timeout`` is stretched by the guest's pace on the virtual clock, and an SSH connection
+        to a stopped QEMU waits out the whole of it (or ssh's own ConnectTimeout)."""
         if qemu.running_pid(self.board.pidfile) is None:
             return "the virtual board's QEMU process is gone", True
+        if not self._qemu_answers(_MONITOR_TIMEOUT_S):
+            return (f"the virtual board's QEMU did not answer its monitor within {_MONITOR_TIMEOUT_S:.0f} s "
+                    "(stopped or hung)"), False
         try:
             proc = self.board.ssh().run("cat /proc/uptime", timeout=timeout)
         except subprocess.TimeoutExpired:
             reason = f"the virtual board did not answer over SSH within {timeout:.0f} s"
-            if self._qemu_answers(min(timeout, 5.0)):
+            if self._qemu_answers(_MONITOR_TIMEOUT_S):
                 return BusyTarget(reason + " (QEMU runs: a busy guest)"), False
             return reason + " and QEMU's monitor did not answer either", False
         except Exception as exc:  # noqa: BLE001 -- e.g. the board's state vanished with QEMU
