@@ -48,7 +48,8 @@ def _spec(tmp_path: Path, extra: str = "") -> Path:
 
 
 def test_board_clock_comes_from_the_spec_or_the_override(tmp_path):
-    assert load_spec(_spec(tmp_path)).board_clock == "host"
+    assert load_spec(_spec(tmp_path)).board_clock is None  # the target's: the board's is virtual
+    assert qemu.DEFAULT_CLOCK == "virtual" and BoardSettings().clock == "virtual"
     spec = _spec(tmp_path, "board-clock: virtual\n")
     assert load_spec(spec).board_clock == "virtual"
     assert load_spec(spec, board_clock="host").board_clock == "host"
@@ -79,8 +80,21 @@ def test_resume_on_the_other_clock_is_refused(tmp_path):
         run_campaign(load_spec(spec_path, board_clock="virtual"), out, resume=True, progress=False)
     store.write_state({"board_clock": "virtual"})
     with pytest.raises(UserError, match="run on the virtual board clock; resume it with --board-clock virtual"):
-        run_campaign(load_spec(spec_path), out, resume=True, progress=False)
+        run_campaign(load_spec(spec_path, board_clock="host"), out, resume=True, progress=False)
     assert store.read_state()["board_clock"] == "virtual"
+    # a spec that names no clock resumes on the runs' clock, which this machine (its own clock) refuses
+    with pytest.raises(UserError, match="runs on its own clock: board-clock virtual"):
+        run_campaign(load_spec(spec_path), out, resume=True, progress=False)
+
+
+def test_a_spec_without_a_clock_runs_on_the_targets_own(tmp_path):
+    """The board's default is virtual; this machine (and a phone, an SSH board) runs on its own."""
+    out = tmp_path / "campaign"
+    summary = run_campaign(load_spec(_spec(tmp_path)), out, progress=False)
+    assert (summary.done, summary.failed) == (1, 0)
+    assert CampaignStore(out).read_state()["board_clock"] == "host"
+    with pytest.raises(UserError, match="runs on its own clock: board-clock virtual"):
+        run_campaign(load_spec(_spec(tmp_path), board_clock="virtual"), tmp_path / "other", progress=False)
 
 
 class _Shell:

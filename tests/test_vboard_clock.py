@@ -1,9 +1,9 @@
 """The x86 board on the virtual clock: a campaign asks for it, the board restarts on it, each run
 records it, and its timer wake-ups carry nothing of the host's.
 
-The board is booted on the host's clock (the default) with the iowait-boost baseline (menu
-governor, RK3399 idle states: the deepest, cluster-sleep, exits in 900 us); a campaign with
-``board-clock: virtual`` has the board restart on the virtual clock, then runs cyclictest
+The board is booted on the host's clock with the iowait-boost baseline (menu governor, RK3399
+idle states: the deepest, cluster-sleep, exits in 900 us); a campaign whose spec names no clock
+has the board restart on its default, the virtual clock, then runs cyclictest
 (``-p 80 -i 5000``, 200 wake-ups, pinned to CPU 0) twice each with CPU 0's deep states disabled and
 with all of them, once holding ``/dev/cpu_dma_latency`` at 0 (cyclictest's default: no deep state
 is entered) and once letting the CPU idle (``idle-states: true``). In guest time 99 % of the
@@ -29,7 +29,6 @@ SPEC = f"""\
 name: clock
 target: {REPO / "target-configs" / "vboard.yml"}
 iterations: 2
-board-clock: virtual
 variants:
   - name: shallow
     knobs:

@@ -225,13 +225,16 @@ class CampaignRunner:
                                 f"{timing}, or run {self.spec.board_timing} into another directory")
             self.state["board_timing"] = self.spec.board_timing
 
-        # every run records its target's clock; runs from before it was recorded ran on the host's
-        clock = self.state.setdefault("board_clock", "host" if store.has_runs() else self.spec.board_clock)
-        if clock != self.spec.board_clock:
-            if store.has_runs():
-                raise UserError(f"{store.root} was run on the {clock} board clock; resume it with --board-clock "
-                                f"{clock}, or run {self.spec.board_clock} into another directory")
-            self.state["board_clock"] = self.spec.board_clock
+        # every run records its target's clock; runs from before it was recorded ran on the host's.
+        # Runs bind the campaign to theirs: a spec that names none resumes on it, one that names
+        # another is refused; without runs the spec's (None: the target's default) is asked for
+        self.clock = self.spec.board_clock
+        if store.has_runs():
+            recorded = self.state.get("board_clock", "host")
+            if self.clock not in (None, recorded):
+                raise UserError(f"{store.root} was run on the {recorded} board clock; resume it with --board-clock "
+                                f"{recorded}, or run {self.clock} into another directory")
+            self.clock = recorded
 
     def _save_state(self) -> None:
         self.store.write_state(self.state)
@@ -241,7 +244,8 @@ class CampaignRunner:
     def _connect(self) -> None:
         self.session = TargetSession.open(self.spec.target_config, self.store.journal)
         self.lisa_target = self.session.lisa
-        self.session.target.use_clock(self.spec.board_clock)
+        self.session.target.use_clock(self.clock)
+        self.state["board_clock"] = self.session.target.clock
         problems = []
         if self.spec.trace is not None:
             self.tracefs = tracefs_root(self.lisa_target)

@@ -9,7 +9,7 @@ iterations and which trace events to record::
     order: interleave                       # or group-by-variant
     retries: 1                              # when the target is lost mid-run
     board-timing: decisions                 # default faithful (the virtual board only)
-    board-clock: virtual                    # default host (the virtual board only)
+    board-clock: host                       # default virtual (the virtual board only)
     trace:
       events: [sched:sched_switch, sched:sched_wakeup]
     variants:
@@ -46,7 +46,7 @@ from lisa_ext.campaign.workloads import WORKLOAD_KINDS
 from lisa_ext.errors import SpecError
 from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.knobs import knob_problem
-from lisa_ext.target import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK
+from lisa_ext.target import CLOCKS, CLOCKS_HELP
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.timing import DEFAULT_TIMING, TIMINGS, TIMINGS_HELP
 
@@ -109,7 +109,7 @@ _TOP_SCHEMA = {
                           "ignored on targets without the emulation modules",
                           check=lambda v: None if v in TIMINGS else f"{v!r} is not one of: {', '.join(TIMINGS)}"),
     "board-clock": Field((str,), f"the virtual board's clock ({CLOCKS_HELP}); other targets run on "
-                         "their own, host", check=lambda v: None if v in CLOCKS else f"{v!r} is not one of: "
+                         "their own, host, and refuse virtual", check=lambda v: None if v in CLOCKS else f"{v!r} is not one of: "
                                                                                   f"{', '.join(CLOCKS)}"),
     "smoke": Field((dict,), "overrides for a smoke run (--smoke): iterations, workloads.<name>.<option>"),
     "report": Field((dict,), "how the report compares the variants: baseline, test, mean, alpha"),
@@ -242,9 +242,10 @@ class CampaignSpec:
     """The report's settings (``report:``): baseline, test, mean, alpha."""
     board_timing: str = DEFAULT_TIMING
     """The virtual board's timing (:mod:`lisa_ext.target.timing`), ``board-timing:`` or the override."""
-    board_clock: str = DEFAULT_CLOCK
+    board_clock: str | None = None
     """The clock the target is asked to run on (:attr:`lisa_ext.target.Target.clock`),
-    ``board-clock:`` or the override."""
+    ``board-clock:`` or the override; None for the target's default (the virtual board's is
+    :data:`lisa_ext.target.DEFAULT_CLOCK`, every other target runs on its own)."""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     """The spec as plain data, as stored in the campaign directory."""
 
@@ -484,6 +485,6 @@ def load_spec(path: str | os.PathLike, *, check_files: bool = True, smoke: bool 
         smoke=smoke,
         report=_plain(report),
         board_timing=board_timing or top.get("board-timing", DEFAULT_TIMING),
-        board_clock=board_clock or top.get("board-clock", DEFAULT_CLOCK),
+        board_clock=board_clock or top.get("board-clock"),
         raw=_plain(doc),
     )

@@ -259,7 +259,7 @@ class DevlibTarget:
     def open(cls, config: TargetConfig) -> "DevlibTarget":
         return cls(config, connect_lisa(config))
 
-    def use_clock(self, clock: str) -> None:
+    def use_clock(self, clock: str | None) -> None:
         refuse_clock(self, clock)
 
     def execute(self, command: str, *, as_root: bool = False, timeout: float | None = None,

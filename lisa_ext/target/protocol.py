@@ -33,9 +33,9 @@ __all__ = ["Background", "BootFallback", "BootImage", "BusyTarget", "MAX_TIME_SC
 MAX_TIME_SCALE = 50.0
 
 
-def refuse_clock(target: "Target", clock: str) -> None:
-    """:meth:`Target.use_clock` of a target whose time is its own: only ``host`` is possible."""
-    if clock != "host":
+def refuse_clock(target: "Target", clock: str | None) -> None:
+    """:meth:`Target.use_clock` of a target whose time is its own: only ``host`` (or None) is possible."""
+    if clock not in (None, "host"):
         raise UserError(f"{target.description} runs on its own clock: board-clock {clock} is the "
                         "virtual board's (target-configs/vboard.yml)")
 
@@ -136,9 +136,9 @@ class Target(Protocol):
     """Host cores its machine takes from this host (the virtual board's QEMU), None when its time is
     not this host's to disturb (another machine) or its load is the runs' own (this machine)."""
 
-    def use_clock(self, clock: str) -> None:
-        """Run on ``clock`` from now on (the virtual board reboots its QEMU if it runs on the other);
-        a target that cannot raises :class:`~lisa_ext.errors.UserError` (:func:`refuse_clock`)."""
+    def use_clock(self, clock: str | None) -> None:
+        """Run on ``clock`` from now on, None for the target's default (the virtual board's is
+        ``virtual``; it reboots its QEMU if it runs on the other); a target that cannot raises :class:`~lisa_ext.errors.UserError` (:func:`refuse_clock`)."""
 
     def execute(self, command: str, *, as_root: bool = False, timeout: float | None = None,
                 check_exit_code: bool = True) -> str:

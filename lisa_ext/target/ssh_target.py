@@ -99,7 +99,7 @@ class SshTarget:
     def config(self) -> TargetConfig:
         return self._config
 
-    def use_clock(self, clock: str) -> None:
+    def use_clock(self, clock: str | None) -> None:
         refuse_clock(self, clock)
 
     @property

@@ -16,13 +16,13 @@ I/Os per second. Unthrottled, TCG completes a virtio read so fast that a
 synchronous reader rarely sleeps; throttled, every I/O is a real wait in
 ``io_schedule()`` (iowait), as on a phone's eMMC.
 
-Clock (``clock``): ``host``, TCG's default, the guest's time is the host's (its timer interrupts
-come as late as the host lets the QEMU thread run); ``virtual``, QEMU's icount
+Clock (``clock``): ``virtual``, the default, is QEMU's icount
 (:func:`clock_args`, run by the QEMU :mod:`lisa_ext.vboard.qemu_build` patches so that each vCPU
 has its own instruction clock): guest time advances with the instructions the vCPUs run, 1 ns per
 instruction, and an idle machine waits in real time for its next timer and lands on it, so timers
 fire exactly and host load cannot move them; the guest's date follows that clock too (``-rtc
-clock=vm``).
+clock=vm``). ``host``, TCG's own, kept for comparison: the guest's time is the host's (its timer
+interrupts come as late as the host lets the QEMU thread run).
 
 QEMU daemonises itself, writes a pidfile and keeps a QMP socket, so any later
 ``lisa-ext`` process can query or stop it.
@@ -62,11 +62,11 @@ __all__ = [
 
 #: the clocks the board's time can run on (the module docstring)
 CLOCKS = ("host", "virtual")
-DEFAULT_CLOCK = "host"
+DEFAULT_CLOCK = "virtual"
 #: what each clock means, for the spec schema and the command lines that choose one
-CLOCKS_HELP = ("host (default): the board's time is the host's, its latencies move with host load; "
-               "virtual: an instruction clock, exact and load-proof, 3-25x slower than the host when "
-               "busy, as fast as it when idle")
+CLOCKS_HELP = ("virtual (the board's default): an instruction clock, exact and load-proof, 3-25x slower "
+               "than the host when busy, as fast as it when idle; host: the board's time is the host's, "
+               "its latencies move with host load (every other target runs on its own clock)")
 
 #: the QEMU system emulator of each board architecture
 QEMU_BINARIES = {"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}
