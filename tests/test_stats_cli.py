@@ -79,6 +79,40 @@ def test_parquet_test_and_mean_options(metrics_csv, tmp_path):
     assert table["p_value"].min() == pytest.approx(0.1)
 
 
+def _latency_csv(path: Path, runs: dict[str, list[float]]) -> Path:
+    pd.DataFrame([dict(campaign="c", variant=v, workload="fio", metric="latency", unit="us", lower_is_better=True,
+                       iteration=i, value=x) for v, values in runs.items() for i, x in enumerate(values)]
+                 ).to_csv(path, index=False)
+    return path
+
+
+def test_rerun_says_which_rows_a_second_run_repeats(tmp_path):
+    # means: menu 100 both times; teo 80 both times (-20 %); teo-util 100 then 90 (0 %, then -10 %)
+    first = _latency_csv(tmp_path / "first.csv", {"menu": [99, 100, 101], "teo": [79, 80, 81],
+                                                  "teo-util": [99, 101, 100]})
+    second = _latency_csv(tmp_path / "second.csv", {"menu": [98, 100, 102], "teo": [78, 80, 82],
+                                                    "teo-util": [89, 90, 91], "only-here": [50, 50, 51]})
+    res = _run("compare", str(first), "--rerun", str(second), "--baseline", "menu", "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(io.StringIO(res.stdout)).set_index("variant")
+    assert table.loc["teo", "pct_change_first"] == pytest.approx(-20) == table.loc["teo", "pct_change_second"]
+    assert table.loc["teo", ["verdict_first", "verdict_second"]].tolist() == ["better", "better"]
+    assert table.loc["teo", ["same_verdict", "first_in_second", "second_in_first"]].all()
+    assert table.loc["teo-util", "difference_points"] == pytest.approx(-10)
+    assert table.loc["teo-util", ["verdict_first", "verdict_second"]].tolist() == ["no significant change", "better"]
+    assert not table.loc["teo-util", ["same_verdict", "first_in_second", "second_in_first"]].any()
+    assert table.loc["only-here", "in_runs"] == "second only" and not table.loc["only-here", "same_verdict"]
+    text = _run("compare", str(first), "--rerun", str(second), "--baseline", "menu").stdout
+    assert text.splitlines()[-1] == ("2 rows in both runs: the same verdict in 1, each estimate inside the other "
+                                     "run's interval in 1; the estimates differ by at most 10.0 points "
+                                     "(fio/latency/teo-util); rows in one run only: 1")
+    assert "-20.0 [" in text and "] better" in text
+    missing = _run("compare", str(first), "--rerun", str(_latency_csv(tmp_path / "no-menu.csv", {"teo": [1, 2]})),
+                   "--baseline", "menu")
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "no-menu.csv: baseline variant 'menu' is not in the table; variants are: teo" in missing.stderr
+
+
 def test_unknown_baseline_is_one_clear_error(metrics_csv):
     res = _run("compare", str(metrics_csv), "--baseline", "schedutil")
     assert res.returncode == 2

@@ -1,4 +1,5 @@
-"""``lisa-ext compare``: compare variants of a metrics table and print a table.
+"""``lisa-ext compare``: compare variants of a metrics table and print a table; with ``--rerun``,
+whether a second run of the same campaign says the same, row by row.
 
 A command module is an orchestrator: it may use the report layer's renderers.
 """
@@ -9,11 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from lisa_ext.errors import UserError
 from lisa_ext.report.tables import render
 from lisa_ext.stats.compare import compare
 from lisa_ext.stats.cover import with_verdicts
 from lisa_ext.stats.metrics import read_metrics
+from lisa_ext.stats.rerun import rerun_summary, rerun_table
 
 __all__ = ["register", "run"]
 
@@ -47,6 +51,10 @@ def register(subparsers) -> None:
                    help="variants to show, in this order (default: all, baseline first)")
     p.add_argument("--workload", action="append", metavar="NAME",
                    help="only this workload (repeatable)")
+    p.add_argument("--rerun", metavar="METRICS2",
+                   help="a second run's metrics table: per row, both runs' %% change with its interval and "
+                        "verdict, whether each estimate lies in the other's interval, and a summary line "
+                        "(--format csv: the table only; any other format: a text table)")
     p.add_argument("-o", "--out", metavar="FILE", help="write the table here instead of stdout")
     p.set_defaults(func=run)
 
@@ -56,23 +64,56 @@ def _first_line(path: Path) -> str:
         return f.readline(4096)
 
 
-def run(args: argparse.Namespace) -> int:
-    metrics = read_metrics(args.metrics)
-    if args.workload:
-        unknown = sorted(set(args.workload) - set(metrics["workload"]))
+def _read(path: str, workloads: list[str] | None) -> pd.DataFrame:
+    metrics = read_metrics(path)
+    if workloads:
+        unknown = sorted(set(workloads) - set(metrics["workload"]))
         if unknown:
-            raise UserError(f"{args.metrics}: no workload {', '.join(unknown)}; workloads are: "
+            raise UserError(f"{path}: no workload {', '.join(unknown)}; workloads are: "
                             f"{', '.join(dict.fromkeys(metrics['workload']))}")
-        metrics = metrics[metrics["workload"].isin(args.workload)]
+        metrics = metrics[metrics["workload"].isin(workloads)]
     if metrics.empty:
-        raise UserError(f"{args.metrics}: the metrics table has no rows")
+        raise UserError(f"{path}: the metrics table has no rows")
+    return metrics
+
+
+def _rerun_text(table: pd.DataFrame) -> str:
+    """The rerun table as text: a run's change as ``-12.3 [-15.1, -9.4] better``."""
+    def cell(row, run: str) -> str:
+        if pd.isna(row[f"pct_change_{run}"]):
+            return "-"
+        return (f"{row[f'pct_change_{run}']:+.1f} [{row[f'pct_ci_low_{run}']:+.1f}, "
+                f"{row[f'pct_ci_high_{run}']:+.1f}] {row[f'verdict_{run}']}")
+
+    shown = pd.DataFrame({
+        "workload": table["workload"], "metric": table["metric"], "variant": table["variant"],
+        "first run, % change [CI]": [cell(r, "first") for _, r in table.iterrows()],
+        "second run": [cell(r, "second") for _, r in table.iterrows()],
+        "same verdict": table["same_verdict"].map({True: "yes", False: "no"}),
+        "each in the other's CI": (table["first_in_second"] & table["second_in_first"]).map({True: "yes", False: "no"}),
+    })
+    return shown.to_string(index=False) + "\n" + rerun_summary(table) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    metrics = _read(args.metrics, args.workload)
     variants = [v for v in args.variants.split(",") if v] if args.variants else None
     if not 0 < args.confidence < 1:
         raise UserError(f"--confidence must be between 0 and 1, got {args.confidence}")
-    table = compare(metrics, args.baseline, test=args.test, mean=args.mean, alpha=args.alpha,
-                    variants=variants, confidence=args.confidence)
-    text = render(with_verdicts(table, args.confidence) if args.format.startswith("cover") else table,
-                  args.format)
+    if args.rerun:
+        rerun = _read(args.rerun, args.workload)
+        for path, table in ((args.metrics, metrics), (args.rerun, rerun)):
+            if args.baseline not in set(table["variant"]):  # compare() would not say which table
+                raise UserError(f"{path}: baseline variant {args.baseline!r} is not in the table; variants are: "
+                                f"{', '.join(dict.fromkeys(table['variant']))}")
+        table = rerun_table(metrics, rerun, args.baseline, test=args.test,
+                            mean=args.mean, alpha=args.alpha, confidence=args.confidence, variants=variants)
+        text = table.to_csv(index=False) if args.format == "csv" else _rerun_text(table)
+    else:
+        table = compare(metrics, args.baseline, test=args.test, mean=args.mean, alpha=args.alpha,
+                        variants=variants, confidence=args.confidence)
+        text = render(with_verdicts(table, args.confidence) if args.format.startswith("cover") else table,
+                      args.format)
     if args.out:
         out = Path(args.out)
         # written over only when it holds a table of this comparison (the same first line): never
