@@ -17,10 +17,12 @@ from lisa_ext.vboard.board import BoardSettings, default_target_conf_path
 
 
 def _machine(tmp_path, **kw):
+    """On the host's clock: Debian's QEMU, so that no test here builds the patched one (the
+    virtual clock's arguments: tests/test_campaign_clock.py)."""
     return qemu.QemuMachine(
         kernel=tmp_path / "bzImage", cmdline="console=ttyS0", rootfs=tmp_path / "root.qcow2",
         modules_disk=tmp_path / "modules.ext4", ssh_port=34567, serial_log=tmp_path / "serial.log",
-        pidfile=tmp_path / "pid", qmp_socket=tmp_path / "qmp.sock", **kw)
+        pidfile=tmp_path / "pid", qmp_socket=tmp_path / "qmp.sock", **{"clock": "host", **kw})
 
 
 def test_qemu_command_has_two_llc_sockets_and_loopback_only_ssh(tmp_path):
