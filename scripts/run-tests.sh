@@ -4,8 +4,8 @@
 # The virtual board runs single-threaded TCG: a board keeps about one core busy, so two boards,
 # or one board and the host's tests, fill the two cores. In order:
 #
-#   build   tests/test_kernel_build.py alone: the baseline kernel every board test waits for,
-#           built on both cores
+#   build   tests/test_kernel_build.py alone: the baseline kernel and the patched QEMU every
+#           board test waits for, built on both cores
 #   board   the studies at smoke size (but one) and the board's own checks, on the cache's board
 #   host    every test without the vboard marker, beside `board`; then
 #   board2  the other board tests and one smoke study, on a second board beside `board`: its own cache
