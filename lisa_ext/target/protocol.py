@@ -138,7 +138,8 @@ class Target(Protocol):
 
     def use_clock(self, clock: str | None) -> None:
         """Run on ``clock`` from now on, None for the target's default (the virtual board's is
-        ``virtual``; it reboots its QEMU if it runs on the other); a target that cannot raises :class:`~lisa_ext.errors.UserError` (:func:`refuse_clock`)."""
+        ``virtual``; it reboots its QEMU if it runs on the other); a target that cannot raises
+        :class:`~lisa_ext.errors.UserError` (:func:`refuse_clock`)."""
 
     def execute(self, command: str, *, as_root: bool = False, timeout: float | None = None,
                 check_exit_code: bool = True) -> str:
