@@ -64,7 +64,9 @@ def _first_line(path: Path) -> str:
         return f.readline(4096)
 
 
-def _read(path: str, workloads: list[str] | None) -> pd.DataFrame:
+def _read(path: str, workloads: list[str] | None, baseline: str) -> pd.DataFrame:
+    """The metrics table at ``path``, narrowed to ``workloads``; a UserError naming the file when it
+    is empty or has no ``baseline`` variant (with --rerun there are two tables to tell apart)."""
     metrics = read_metrics(path)
     if workloads:
         unknown = sorted(set(workloads) - set(metrics["workload"]))
@@ -74,6 +76,9 @@ def _read(path: str, workloads: list[str] | None) -> pd.DataFrame:
         metrics = metrics[metrics["workload"].isin(workloads)]
     if metrics.empty:
         raise UserError(f"{path}: the metrics table has no rows")
+    if baseline not in set(metrics["variant"]):
+        raise UserError(f"{path}: baseline variant {baseline!r} is not in the table; variants are: "
+                        f"{', '.join(dict.fromkeys(metrics['variant']))}")
     return metrics
 
 
@@ -96,17 +101,12 @@ def _rerun_text(table: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    metrics = _read(args.metrics, args.workload)
+    metrics = _read(args.metrics, args.workload, args.baseline)
     variants = [v for v in args.variants.split(",") if v] if args.variants else None
     if not 0 < args.confidence < 1:
         raise UserError(f"--confidence must be between 0 and 1, got {args.confidence}")
     if args.rerun:
-        rerun = _read(args.rerun, args.workload)
-        for path, table in ((args.metrics, metrics), (args.rerun, rerun)):
-            if args.baseline not in set(table["variant"]):  # compare() would not say which table
-                raise UserError(f"{path}: baseline variant {args.baseline!r} is not in the table; variants are: "
-                                f"{', '.join(dict.fromkeys(table['variant']))}")
-        table = rerun_table(metrics, rerun, args.baseline, test=args.test,
+        table = rerun_table(metrics, _read(args.rerun, args.workload, args.baseline), args.baseline, test=args.test,
                             mean=args.mean, alpha=args.alpha, confidence=args.confidence, variants=variants)
         text = table.to_csv(index=False) if args.format == "csv" else _rerun_text(table)
     else:
