@@ -27,6 +27,7 @@ import pytest
 
 from campaign_helpers import LOCAL_TARGET, REPO, require_live
 from lisa_ext.bisect import steps as st
+from lisa_ext.bisect.page import FIGURE, PageStep, StepPage, bisection_figure, render_page
 from lisa_ext.bisect.run import STATE, Bisector, batch_done, open_bisection
 from lisa_ext.bisect.spec import (MetricChoice, metric_matches, parse_metric, patch_subject, series_between,
                                   write_step_kernel)
@@ -252,6 +253,33 @@ def test_a_directory_that_is_not_a_bisection_is_refused(tmp_path):
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
+# -- the page and its figure --------------------------------------------------------------------
+
+def _page(steps: list[PageStep]) -> StepPage:
+    return StepPage("spec.yml", "good", "bad", "rt:small_slack_mean", "us", False,
+                    ["a", "b", "c $x$", "d"], ["1.patch", "2.patch", "3.patch", "4.patch"], steps,
+                    verdict="first bad patch: 3 of 4, c $x$ (3.patch)")
+
+
+def test_the_figure_draws_every_run_at_its_step_over_the_ends_bands():
+    page = _page([PageStep(0, [5.1, 5.2, 5.3], "good"), PageStep(4, [2.0, 2.2, 2.1], "bad"),
+                  PageStep(2, [5.0, 5.2, 7.0, 5.1, 5.2], "good"), PageStep(3, [2.1, 2.3, 2.2], "bad")])
+    ax = bisection_figure(page).axes[0]
+    dots = {int(c.get_offsets()[0][0]): (len(c.get_offsets()), c.get_facecolor()[0].tolist())
+            for c in ax.collections if len(c.get_offsets())}
+    assert {k: n for k, (n, _) in dots.items()} == {0: 3, 4: 3, 2: 5, 3: 3}  # every run, at its step
+    assert dots[2][1] == dots[0][1] and dots[3][1] == dots[4][1] != dots[0][1]  # coloured by the call
+    bands = sorted((round(p.get_y(), 6), round(p.get_y() + p.get_height(), 6)) for p in ax.patches)
+    assert bands == [(2.0, 2.2), (5.1, 5.3)]  # each end's mean ± sd
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0 (good)", "1", "2", "3", "4 (bad)"]
+    assert r"c \$x\$" in ax.get_title()  # a subject's $ is text, not math
+
+
+def test_the_page_shows_the_figure_once_a_step_is_measured():
+    assert FIGURE not in render_page(_page([]))
+    assert f"]({FIGURE})" in render_page(_page([PageStep(0, [5.1, 5.2], "good")]))
+
+
 # -- live: the whole bisection on this machine -------------------------------------------------
 
 #: steps whose campaign :func:`run_local` makes fail (as a kernel that does not boot would)
@@ -324,6 +352,7 @@ def test_bisection_names_the_culprit_after_a_sigkill(tmp_path):
     assert all(after[name] == data for name, data in before.items())  # nothing lost or rerun
     page = (out / "bisect.md").read_text()
     assert "first bad patch: 3 of 4, sched/cpufreq: drop the dvfs headroom" in page
+    assert (out / FIGURE).read_text().lstrip().startswith("<?xml")
     assert json.loads((out / STATE).read_text())["elapsed_s"] > 0
 
     # a metric no run produces: one line naming the workload's metrics, the runs kept

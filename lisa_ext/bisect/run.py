@@ -8,7 +8,7 @@ Layout of a bisection directory::
     inputs/, kernels/k<k>.yml   each step's kernel spec and its copied patches and fragments
     steps/k<k>/b<j>.yml         batch j of step k: a campaign of the step's kernel, one workload
     steps/k<k>/b<j>/            ... run by run_campaign into the store
-    bisect.md                   the page
+    bisect.md, bisect.svg       the page and its figure
 
 Nothing else records a step: its samples and its failed runs are read back from the store, and
 each call is recomputed from them, so a bisection killed at any point (SIGKILL included) resumes
@@ -30,7 +30,7 @@ import pandas as pd
 
 from lisa_ext.bisect import steps as st
 from lisa_ext.bisect.git_range import export_range, read_range
-from lisa_ext.bisect.page import PAGE, PageStep, StepPage, render_page
+from lisa_ext.bisect.page import FIGURE, PAGE, PageStep, StepPage, bisection_figure, render_page
 from lisa_ext.bisect.spec import (MetricChoice, Series, campaign_doc, digest, metric_matches, parse_metric,
                                   series_between, step_name, write_step_kernel, write_yaml)
 from lisa_ext.campaign.runner import run_campaign
@@ -41,6 +41,7 @@ from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.report.build import campaign_metrics
+from lisa_ext.report.figures import svg_text
 from lisa_ext.schema import show
 
 __all__ = ["STATE", "BatchRunner", "Bisector", "Outcome", "StepResult", "batch_done", "open_bisection"]
@@ -267,10 +268,10 @@ class Bisector:
                         [PageStep(r.k, r.values, r.call, r.p_good, r.p_bad, r.evidence)
                          for r in sorted(self.results.values(), key=lambda r: r.k)],
                         self.ends_p, verdict, self._elapsed(), self.what)
+        if page.steps:
+            _replace(self.dir / FIGURE, svg_text(bisection_figure(page)))
         path = self.dir / PAGE
-        tmp = path.with_name(f".{PAGE}.tmp")
-        tmp.write_text(render_page(page), encoding="utf-8")
-        tmp.replace(path)
+        _replace(path, render_page(page))
         return path
 
 
@@ -281,10 +282,15 @@ def _figures(values: list[float]) -> str:
     return f"mean {mean:.4g} of {len(values)} ({', '.join(f'{v:.4g}' for v in values)})"
 
 
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a reader never sees half a page)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
 def _write_state(directory: Path, state: dict) -> None:
-    tmp = directory / f".{STATE}.tmp"
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(directory / STATE)
+    _replace(directory / STATE, json.dumps(state, indent=1, sort_keys=True) + "\n")
 
 
 def _variant(spec: CampaignSpec, name: str, which: str):
