@@ -23,6 +23,10 @@
  * are printed as
  * "METER START|END path value" and the trace text between TRACE_BEGIN and
  * TRACE_END.
+ *
+ * After the module loads the kernel's console is quieted (a message printed while the init
+ * writes a line cuts that line in two); the kernel's log is printed at the end instead, each
+ * line as "KMSG <line>", so the test still reads every kernel message, whole.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -33,11 +37,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/klog.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+static void quiet_console(void)
+{
+	int fd = open("/proc/sys/kernel/printk", O_WRONLY);
+	if (fd < 0 || write(fd, "1", 1) < 0)
+		printf("QUIET_FAIL %m\n");
+	if (fd >= 0) close(fd);
+}
+
+/* the kernel's whole log (klogctl(2) SYSLOG_ACTION_READ_ALL), one "KMSG " line per line */
+static void print_kernel_log(void)
+{
+	static char log[1 << 20];
+	int n = klogctl(3, log, sizeof log - 1);
+	if (n < 0) { printf("KMSG_FAIL %m\n"); return; }
+	log[n] = 0;
+	for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+		printf("KMSG %s\n", line);
+}
 
 static void load(const char *path, const char *params)
 {
@@ -196,6 +220,7 @@ int main(void)
 	p1[strcspn(p1, "\n")] = 0; p2[strcspn(p2, "\n")] = 0;
 	load("/lisa_emu_cpuidle.ko", p1);
 	load("/lisa_emu_cpufreq.ko", p2);
+	quiet_console();
 	char line[512], meter[8192] = "";
 	FILE *tr = fopen("/trace", "r");
 	int tracing = tr != NULL;
@@ -275,6 +300,7 @@ int main(void)
 		cat(TRACEFS "/trace");
 		printf("TRACE_END\n");
 	}
+	print_kernel_log();
 	printf("DONE\n");
 	fflush(stdout);
 	sync();

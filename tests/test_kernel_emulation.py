@@ -81,6 +81,8 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
     )
     out = r.stdout.replace("\r", "")
     assert "DONE" in out, out[-3000:]
+    # the inits quiet the kernel's console after the loads, so that their lines come whole
+    assert "QUIET_FAIL" not in out and "KMSG_FAIL" not in out, out[-3000:]
     assert "LOAD_FAIL" not in out, out[-3000:]
     found = {m.group(1): m.group(2).strip() for m in re.finditer(r"^FILE (\S+): (.*)$", out, re.M)}
     assert [found.get(path) for path in loaded] == ["live", "live"], out[-3000:]
@@ -162,6 +164,8 @@ def test_idle_states_and_opps_match_the_device_tree(baseline, init_binary, tmp_p
     # resolves OPPs in the driver (->fast_switch), the kthread path in the core.
     assert any(top_opp_time.values()), f"no time at the top OPP after the busy burst: {top_opp_time}"
     console = sysfs["CONSOLE"]
+    # the kernel's log, printed by the init at the end (KMSG lines), holds every message
+    assert re.search(r"^KMSG .*Linux version", console, re.M), console[-3000:]
     assert "Fast frequency switching not enabled" not in console
     assert "frequency invariance provided by the cpufreq driver" in console
 
