@@ -14,8 +14,11 @@ import json
 import lzma
 import re
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lisa_ext.trace import load_trace
@@ -108,3 +111,22 @@ def test_summary_is_json_ready(traced):
     json.dumps(summary)
     assert summary["wakeups"] == len(df)
     assert summary["median_time_below_s"] == pytest.approx(df["time_below_s"].median())
+
+
+def test_a_task_selector_picks_what_the_name_picks(traced):
+    _, trace, df, _ = traced
+    ana = trace.ana.wakeup_frequency
+    pd.testing.assert_frame_equal(ana.df_wakeups(tasks="comm:^ebiz"), df)
+    pid = int(df["pid"].iloc[0])
+    pd.testing.assert_frame_equal(ana.df_wakeups(tasks=f"pid:{pid}"), df[df["pid"] == pid])
+    assert ana.df_wakeups(tasks="comm:^no-such-task$").empty
+
+
+def test_the_command_line_takes_the_selector(traced, tmp_path):
+    variant, _, df, _ = traced
+    text = lzma.decompress((FIXTURES / f"ondemand-bursty-{variant}.txt.xz").read_bytes()).decode()
+    (tmp_path / "trace.txt").write_text(text)
+    out = subprocess.run([sys.executable, "-m", "lisa_ext.cli", "analyse", "wakeup-frequency", str(tmp_path / "trace.txt"),
+                          "--tasks", "comm:^ebiz", "--json"], capture_output=True, text=True, timeout=300, check=True)
+    summary = json.loads(out.stdout)
+    assert summary["tasks"] == "comm:^ebiz" and summary["wakeups"] == len(df)

@@ -57,6 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--loader", choices=("auto", "fast", "lisa"), default="auto",
                    help="trace loader (default: the fast one when installed)")
+    p.add_argument("--tasks", metavar="SELECTOR",
+                   help="only these tasks, for the analyses that take a task selector (wakeup-latency, "
+                        "wakeup-frequency): comm:REGEX, pid:N, tgid:N, tree:N (N and every task it created) "
+                        "or exec:NAME (what ran NAME and every task it created)")
     p.add_argument("--platform", metavar="YAML",
                    help="idle states, clusters and LLC domains (see lisa_ext/analysis/platform.py)")
     p.add_argument("--sysfs", action="store_true",
@@ -84,8 +88,10 @@ def _platform(args: argparse.Namespace, trace: Any) -> plat.Platform:
 
 def analysis_options(cls: type[StudyAnalysis], trace: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The keyword options of ``cls.summary`` from the parsed command line:
-    its own options, plus ``platform`` when its summary takes one."""
+    its own options, plus ``platform`` and ``tasks`` when its summary takes them."""
     options = {dest: getattr(args, dest) for dest in _OPTION_DESTS.get(cls, ())}
+    if "tasks" in inspect.signature(cls.summary).parameters:
+        options["tasks"] = args.tasks
     if "platform" in inspect.signature(cls.summary).parameters:
         options["platform"] = _platform(args, trace)
     return options

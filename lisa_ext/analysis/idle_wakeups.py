@@ -10,7 +10,7 @@ neither LISA nor holoviews, so a study or a test that already has the frames
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 import pandas as pd
@@ -57,10 +57,11 @@ def _steps_per_cpu(freq: pd.DataFrame) -> dict[int, _Steps]:
     return {int(c): _Steps(time[cpu == c], state[cpu == c]) for c in np.unique(cpu)}
 
 
-def wakeups_from_idle(switches: pd.DataFrame, frequencies: pd.DataFrame, comm: str, *,
-                      window_s: float | None = None, min_sleep_s: float = 0.0,
-                      min_freq_khz: float | None = None) -> pd.DataFrame:
-    """Every wake-up from idle of the tasks named ``comm``, indexed by its time (s).
+def wakeups_from_idle(switches: pd.DataFrame, frequencies: pd.DataFrame, comm: str | None = None, *,
+                      pids: Collection[int] | None = None, window_s: float | None = None,
+                      min_sleep_s: float = 0.0, min_freq_khz: float | None = None) -> pd.DataFrame:
+    """Every wake-up from idle of the tasks named ``comm`` (exactly), or of the tasks ``pids``
+    (one of the two), indexed by its time (s).
 
     ``switches``: ``sched_switch`` rows indexed by time (s) with ``__cpu``,
     ``prev_comm``, ``prev_pid``, ``prev_state``, ``next_comm``, ``next_pid``;
@@ -70,7 +71,8 @@ def wakeups_from_idle(switches: pd.DataFrame, frequencies: pd.DataFrame, comm: s
     during the sleep (the governor's kworker often runs between the two, as in the
     RFC's excerpt); its burst lasts until the task next switches out asleep
     (preemptions included), cut at ``window_s``.
-    Columns (:data:`WAKEUP_COLUMNS`): ``cpu``, ``pid``, ``comm``; ``sleep_s``;
+    Columns (:data:`WAKEUP_COLUMNS`): ``cpu``, ``pid``, ``comm`` (the task's name at the
+    wake-up); ``sleep_s``;
     the CPU's frequency when the task slept (``freq_at_sleep_khz``), at the
     switch-in (``freq_at_wakeup_khz``) and after the first change from the CPU's
     exit from idle to the end of the burst, the governor's first decision
@@ -87,8 +89,16 @@ def wakeups_from_idle(switches: pd.DataFrame, frequencies: pd.DataFrame, comm: s
     time, cpu = event_times(switches), int_column(switches, "__cpu")
     prev_pid, next_pid = int_column(switches, "prev_pid"), int_column(switches, "next_pid")
     asleep = (int_column(switches, "prev_state") & SLEEP_STATES) != 0
-    is_out = (switches["prev_comm"] == comm).to_numpy() & asleep
-    is_in = (switches["next_comm"] == comm).to_numpy()
+    if (comm is None) == (pids is None):
+        raise ValueError("wakeups_from_idle: give either comm or pids")
+    if pids is None:
+        is_out = (switches["prev_comm"] == comm).to_numpy() & asleep
+        is_in = (switches["next_comm"] == comm).to_numpy()
+    else:
+        chosen = np.fromiter(pids, dtype=np.int64)
+        is_out = np.isin(prev_pid, chosen) & asleep
+        is_in = np.isin(next_pid, chosen)
+    next_comm = switches["next_comm"].to_numpy()
     rows: list[dict[str, Any]] = []
     index: list[float] = []
     idle_exits = {int(c): time[(cpu == c) & (prev_pid == 0)] for c in np.unique(cpu)}
@@ -108,8 +118,8 @@ def wakeups_from_idle(switches: pd.DataFrame, frequencies: pd.DataFrame, comm: s
             exits = exits[(exits > slept) & (exits <= woke)]
             if not len(exits):
                 continue
-            rows.append(_wakeup_row(steps.get(int(cpu[i])), int(cpu[i]), int(pid), comm, slept, float(exits[-1]),
-                                    woke, ended if window_s is None else min(ended, woke + window_s),
+            rows.append(_wakeup_row(steps.get(int(cpu[i])), int(cpu[i]), int(pid), str(next_comm[i]), slept,
+                                    float(exits[-1]), woke, ended if window_s is None else min(ended, woke + window_s),
                                     ended - woke, min_freq_khz))
             index.append(woke)
     df = pd.DataFrame(rows, columns=list(WAKEUP_COLUMNS), index=pd.Index(index, name="Time", dtype=float))

@@ -30,6 +30,7 @@ from lisa_ext import compat
 from lisa_ext.analysis._frames import has_event
 from lisa_ext.analysis.base import RunMetric, StudyAnalysis, window_seconds
 from lisa_ext.analysis.idle_wakeups import WAKEUP_COLUMNS, wakeups_from_idle
+from lisa_ext.analysis.tasks import select_pids
 
 _base = compat.import_lisa("lisa.analysis.base")
 _trace = compat.import_lisa("lisa.trace")
@@ -53,35 +54,44 @@ class WakeupFrequencyAnalysis(StudyAnalysis):
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
         g = parser.add_argument_group("wakeup-frequency")
         g.add_argument("--task", default="ebizzy", metavar="COMM",
-                       help="the bursty task's name, exactly (default: ebizzy)")
+                       help="the bursty task's name, exactly (default: ebizzy; --tasks SELECTOR instead "
+                            "picks tasks by selector, e.g. rt-app's threads of task bursty: comm:^bursty-)")
         g.add_argument("--burst-window-ms", type=float, default=None, metavar="MS",
                        help="look at most this long after each wake-up (default: the whole burst)")
 
     @TraceAnalysisBase.cache
     @requires_events("sched_switch", "cpu_frequency")
     def df_wakeups(self, comm: str = "ebizzy", window_ms: float | None = None,
-                   min_sleep_ms: float = 0.0) -> pd.DataFrame:
-        """:func:`wakeups_from_idle` of this trace (columns :data:`WAKEUP_COLUMNS`)."""
-        return wakeups_from_idle(self.trace.df_event("sched_switch"), self.trace.df_event("cpu_frequency"),
-                                 comm, window_s=None if window_ms is None
-                                 else window_seconds("burst window (--burst-window-ms)", window_ms),
-                                 min_sleep_s=min_sleep_ms / 1e3)
+                   min_sleep_ms: float = 0.0, tasks: str | None = None) -> pd.DataFrame:
+        """:func:`wakeups_from_idle` of this trace (columns :data:`WAKEUP_COLUMNS`): of the tasks
+        named ``comm`` exactly, or, given ``tasks``, of the tasks that selector picks
+        (:mod:`lisa_ext.analysis.tasks`: ``comm:REGEX``, ``pid:N``, ``exec:NAME``, ...; rt-app's
+        threads are named ``<task>-<index>``, so ``comm:^bursty-`` picks the task ``bursty``)."""
+        switches, frequencies = self.trace.df_event("sched_switch"), self.trace.df_event("cpu_frequency")
+        window_s = None if window_ms is None else window_seconds("burst window (--burst-window-ms)", window_ms)
+        if tasks is not None:
+            return wakeups_from_idle(switches, frequencies, pids=select_pids(self.trace, tasks),
+                                     window_s=window_s, min_sleep_s=min_sleep_ms / 1e3)
+        return wakeups_from_idle(switches, frequencies, comm, window_s=window_s, min_sleep_s=min_sleep_ms / 1e3)
 
-    def summary(self, task: str = "ebizzy", burst_window_ms: float | None = None) -> dict[str, Any]:
+    def summary(self, task: str = "ebizzy", burst_window_ms: float | None = None,
+                tasks: str | None = None) -> dict[str, Any]:
         """``wakeups``; medians of ``sleep_s``, ``restart_freq_khz``, ``time_below_s``,
         ``time_at_min_s``; ``restarted_below_frac``: wake-ups whose first decision
         went below the frequency of the sleep."""
-        df = self.df_wakeups(comm=task, window_ms=burst_window_ms)
-        out: dict[str, Any] = {"comm": task, "wakeups": int(len(df))}
+        df = self.df_wakeups(comm=task, window_ms=burst_window_ms, tasks=tasks)
+        out: dict[str, Any] = {"comm": task, "wakeups": int(len(df))} if tasks is None else \
+            {"tasks": tasks, "wakeups": int(len(df))}
         for col in ("sleep_s", "restart_freq_khz", "time_below_s", "time_at_min_s"):
             out[f"median_{col}"] = float(df[col].median()) if len(df) else None
         below = df["restart_freq_khz"] < df["freq_at_sleep_khz"]
         out["restarted_below_frac"] = float(below.mean()) if len(df) else None
         return out
 
-    def summary_tables(self, task: str = "ebizzy",
-                       burst_window_ms: float | None = None) -> list[tuple[str, pd.DataFrame]]:
-        return [(f"wake-ups from idle of {task}", self.df_wakeups(comm=task, window_ms=burst_window_ms))]
+    def summary_tables(self, task: str = "ebizzy", burst_window_ms: float | None = None,
+                       tasks: str | None = None) -> list[tuple[str, pd.DataFrame]]:
+        return [(f"wake-ups from idle of {tasks or task}",
+                 self.df_wakeups(comm=task, window_ms=burst_window_ms, tasks=tasks))]
 
     def run_metrics(self) -> list[RunMetric]:
         """Medians over the ebizzy wake-ups: restart frequency, ms below the frequency of the sleep."""

@@ -87,9 +87,6 @@ class WakeupLatencyAnalysis(StudyAnalysis):
         g = parser.add_argument_group("wakeup-latency")
         g.add_argument("--pid", type=int, metavar="PID", help="only this task")
         g.add_argument("--comm", metavar="REGEX", help="only tasks whose comm matches")
-        g.add_argument("--tasks", metavar="SELECTOR",
-                       help="only these tasks: comm:REGEX, pid:N, tgid:N, tree:N (N and every task it "
-                            "created) or exec:NAME (what ran NAME and every task it created)")
         g.add_argument("--per-cpu", action="store_true", help="split each task's figures per CPU")
 
     def summary(self, pid: int | None = None, comm: str | None = None, per_cpu: bool = False,
