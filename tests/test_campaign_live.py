@@ -99,6 +99,8 @@ trace:
         assert result["status"] == "ok", result["error"]
         expected = original if result["variant"] == "base" else other_scope(original)
         assert meta["knobs"][WQ_KNOB] == {"original": original, "requested": expected, "read_back": expected}
+        # how pages name the platform: the target config's lisa-ext: description, as run
+        assert meta["platform"]["name"] == "local-host" and meta["platform"]["description"] == "this host"
         counts = trace_event_counts(run / "trace.dat")
         metrics = {m["name"]: m["value"] for m in result["metrics"]}
         if result["workload"] == "io-live2v":

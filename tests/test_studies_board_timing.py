@@ -34,7 +34,8 @@ def _with_timing(tmp_path: Path, timings: list[str | None], clock: str | None = 
 
 def test_runs_before_the_switch_were_decisions_and_the_page_says_the_direction_cannot_be_read():
     assert campaign_timing(SAMPLE) == "decisions"
-    assert campaign_platform(SAMPLE).endswith(", decisions timing, host clock")
+    assert campaign_platform(SAMPLE) == ("virtual board (QEMU TCG, emulated idle states and OPPs), "
+                                         "decisions timing, host clock")
     note = ondemand_bursty.direction_note(SAMPLE)
     assert note.startswith("**Why the direction cannot be read here:**") and "--board-timing faithful" in note
     assert "does not change the vCPU's speed" in ondemand_bursty.what_is_real(SAMPLE)
@@ -85,3 +86,13 @@ def test_a_target_named_vboard_without_the_modules_has_no_timing(tmp_path):
     campaign = _with_timing(tmp_path, [None])
     assert campaign_timing(campaign) is None
     assert "timing" not in campaign_platform(campaign)
+
+
+def test_a_platform_is_named_by_the_description_its_runs_recorded_else_by_its_name(tmp_path):
+    campaign = tmp_path / "campaign"
+    shutil.copytree(SAMPLE, campaign)
+    for path in campaign.glob("runs/**/meta.json"):
+        meta = json.loads(path.read_text())
+        del meta["platform"]["description"]  # a run from before target configs carried one
+        path.write_text(json.dumps(meta))
+    assert campaign_platform(campaign).startswith("vboard, decisions timing")

@@ -136,7 +136,7 @@ def hostile(tmp_path_factory) -> Path:
     for result in campaign.glob("runs/*/*/*/result.json"):
         _rewrite(result, metrics)
     for meta in campaign.glob("runs/*/*/*/meta.json"):
-        _rewrite(meta, lambda data: data["platform"].update(name=PLATFORM))
+        _rewrite(meta, lambda data: data["platform"].update(name=PLATFORM, description=PLATFORM))
     first = campaign / "runs" / "cache" / "high" / "0" / "meta.json"
 
     def target(data):

@@ -112,6 +112,13 @@ def test_fio_device_must_be_a_scratch_device_of_the_target(capsys, tmp_path):
     assert f"{backing}: workloads[0].dm-crypt.backing: /dev/sda is not a scratch device" in line
     declared = _local_config(tmp_path, tmp_path / "work", "lisa-ext: {scratch-devices: [/dev/vdc]}\n")
     assert main(["campaign", "check", str(_spec(tmp_path, "{rw: read, filename: /dev/vdc}", declared))]) == 0
+    # how pages name the platform: one printable line
+    named = _local_config(tmp_path, tmp_path / "work", "lisa-ext: {description: 'my lab board, 6.12'}\n")
+    assert main(["campaign", "check", str(_spec(tmp_path, "{rw: read}", named))]) == 0
+    two_lines = _local_config(tmp_path, tmp_path / "work", "lisa-ext: {description: \"a\\nb\"}\n")
+    line = _refused(capsys, "campaign", "check", str(_spec(tmp_path, "{rw: read}", two_lines)))
+    assert line == (f"lisa-ext campaign: error: {two_lines}: lisa-ext.description (line 7): expected one "
+                    "printable line of 1 to 120 characters"), line
     bad = _local_config(tmp_path, tmp_path / "work", "lisa-ext: {scratch-devices: [/dev/../etc/passwd]}\n")
     line = _refused(capsys, "campaign", "check", str(_spec(tmp_path, "{rw: read}", bad)))
     assert line.startswith(f"lisa-ext campaign: error: {bad}: lisa-ext.scratch-devices"), line

@@ -88,9 +88,11 @@ def test_target_config_is_a_plain_lisa_target_conf():
     from ruamel.yaml import YAML
 
     doc = YAML(typ="safe").load(default_target_conf_path().read_text())
-    # LISA reads target-conf alone; lisa-ext's own keys (the board's scratch disk) sit beside it
+    # LISA reads target-conf alone; lisa-ext's own keys (how pages name the board, its scratch
+    # disk) sit beside it
     assert list(doc) == ["target-conf", "lisa-ext"]
-    assert doc["lisa-ext"] == {"scratch-devices": ["/dev/vdc"]}
+    assert doc["lisa-ext"] == {"description": "virtual board (QEMU TCG, emulated idle states and OPPs)",
+                               "scratch-devices": ["/dev/vdc"]}
     conf = doc["target-conf"]
     assert conf["kind"] == "linux" and conf["host"] == "127.0.0.1" and conf["username"] == "root"
     assert conf["port"] == BoardSettings().ssh_port

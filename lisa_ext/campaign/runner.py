@@ -292,6 +292,8 @@ class CampaignRunner:
         self.faults = recovery.CampaignFaults.for_campaign(self.spec, self.store, self.session, self.echo,
                                                            self.state)
         self.platform = platform_provenance(self.lisa_target)
+        if self.spec.target_config.description:  # how pages name the platform, from its config
+            self.platform["description"] = self.spec.target_config.description
         self.tools = tool_versions(self.lisa_target, sorted(tools | {"rt-app"}))
 
     def _undo(self) -> list[str]:

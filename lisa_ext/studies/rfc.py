@@ -43,16 +43,11 @@ _VERDICT_WORDS = {AGREES: "the direction agrees", OPPOSITE: "the opposite direct
 #: how a cell neither side has prints: never "nan" or "n/a<unit>"
 EMPTY_CELL = "–"
 
-#: target config names of the platforms we know, as a cover letter names them
-_PLATFORM_NAMES = {
-    "vboard": "virtual board (QEMU TCG, emulated idle states and OPPs)",
-    "vboard-arm64": "arm64 virtual board (QEMU TCG virt, RK3399 clusters, EAS, emulated OPPs)",
-    "local-host": "this host",
-}
-
-
 def _platform_names(runs) -> set[str]:
-    names = {str((run.meta.get("platform") or {}).get("name") or "") for run in runs}
+    """How the runs' platforms are named: each target config's ``lisa-ext: description`` as the
+    runs recorded it, else its name."""
+    platforms = [run.meta.get("platform") or {} for run in runs]
+    names = {str(p.get("description") or p.get("name") or "") for p in platforms}
     names.discard("")
     return names
 
@@ -101,7 +96,7 @@ def campaign_platform(campaign_dir: str | os.PathLike) -> str:
     names = _platform_names(runs)
     if not names:
         return "this platform"
-    platform = " + ".join(_PLATFORM_NAMES.get(n, n) for n in sorted(names))
+    platform = " + ".join(sorted(names))
     timing = _timing(runs)
     return f"{platform}, {timing} timing, {_clock(runs)} clock" if timing else platform
 

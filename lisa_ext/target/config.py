@@ -48,6 +48,10 @@ def _scratch_devices_problem(value: list) -> str | None:
 
 #: our own settings in a target config, under ``lisa-ext:`` (LISA reads only its own keys)
 _EXTRA_SCHEMA = {
+    "description": Field((str,), "how pages name this platform, e.g. 'Pixel 6 (Tensor G1), Android 14' "
+                         "(one line of at most 120 characters; default: target-conf's name)",
+                         check=lambda v: None if 0 < len(v) <= 120 and v.isprintable() else
+                         "expected one printable line of 1 to 120 characters"),
     "reset-command": Field((str,), "host shell command that power-cycles or resets the board "
                            "(a lab's PDU or relay), run when the board is lost mid-run"),
     "reset-timeout-s": Field((int, float), "seconds to wait for the board after a reset (default 600)",
@@ -205,6 +209,11 @@ class TargetConfig:
         elif kind == "host":
             _check_host(path, conf)
         return cls(path, kind, conf, _plain(extras))
+
+    @property
+    def description(self) -> str | None:
+        """How pages name this platform (``lisa-ext: description``); None: by its name."""
+        return self.extras.get("description")
 
     @property
     def scratch_devices(self) -> tuple[str, ...]:
