@@ -64,9 +64,10 @@ __all__ = [
 CLOCKS = ("host", "virtual")
 DEFAULT_CLOCK = "virtual"
 #: what each clock means, for the spec schema and the command lines that choose one
-CLOCKS_HELP = ("virtual (the board's default): an instruction clock, exact and load-proof, 3-25x slower "
-               "than the host when busy, as fast as it when idle; host: the board's time is the host's, "
-               "its latencies move with host load (every other target runs on its own clock)")
+CLOCKS_HELP = ("virtual (the board's default): an instruction clock, each wake-up's latency the guest's "
+               "whatever the host's load, 3-25x slower than the host when busy, as fast as it when idle; "
+               "host: the board's time is the host's, its latencies move with host load (every other "
+               "target runs on its own clock)")
 
 #: the QEMU system emulator of each board architecture
 QEMU_BINARIES = {"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}
