@@ -90,8 +90,8 @@ def render_page(page: StepPage) -> str:
         f"- ends differ: Welch p = {_num(page.ends_p)}",
         f"- **verdict: {markdown(page.verdict)}**",
         f"- time: {page.elapsed_s / 60:.1f} min", "",
-        *([f"![{markdown(page.metric)} per step: every run, over the ends' mean ± sd]({FIGURE})", ""]
-          if page.steps else []),
+        *([f"![{markdown(page.metric)} per step: every run, over the ends' mean ± sd]({FIGURE})",
+           ""] if page.steps else []),
         f"## {plural.capitalize()}", "",
         f"| step | {page.what} | file |", "|---|---|---|",
     ]
