@@ -40,11 +40,9 @@
 static void quiet_console(void)
 {
 	int fd = open("/proc/sys/kernel/printk", O_WRONLY);
-	if (fd >= 0) {
-		if (write(fd, "1", 1) < 0)
-			printf("QUIET_FAIL %m\n");
-		close(fd);
-	}
+	if (fd < 0 || write(fd, "1", 1) < 0)
+		printf("QUIET_FAIL %m\n");
+	if (fd >= 0) close(fd);
 }
 
 static void load(const char *path, const char *params)
