@@ -123,6 +123,11 @@ PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UseDNS no
+# no PAM session per command (Debian's runs pam_motd's run-parts, pam_env, pam_limits...): a
+# campaign sends dozens of commands per run, and each cost 230-260 ms of host time with it on the
+# emulated CPU against 130 without
+UsePAM no
+PrintLastLog no
 MaxSessions 64
 MaxStartups 64
 """
