@@ -20,7 +20,7 @@ from typing import Callable
 from lisa_ext.target.protocol import MAX_TIME_SCALE
 
 __all__ = ["start", "wait", "stop", "signal_group", "kill_leftover", "process_starttime", "CommandFailed",
-           "CommandTimeout", "TargetDeadline", "sleep_target", "target_uptime"]
+           "CommandTimeout", "TargetDeadline", "target_uptime"]
 
 
 class CommandFailed(RuntimeError):
@@ -70,13 +70,6 @@ class TargetDeadline:
             return True
         self._host_deadline = now + max(left, 0.1)
         return False
-
-
-def sleep_target(target, seconds: float) -> None:
-    """Sleep until ``seconds`` of the target's time have passed (at least that much host time)."""
-    deadline = TargetDeadline(target, seconds)
-    while not deadline.passed():
-        time.sleep(min(seconds, 0.05))
 
 
 def start(target, command: str, *, as_root: bool = False,
