@@ -68,12 +68,18 @@ def _num(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
 
+def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (None for a single value)."""
+    arr = np.asarray(values, float)
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else None
+
+
 def _distribution(values: Sequence[float]) -> tuple[str, str]:
     if not values:
         return "-", "-"
     arr = np.asarray(values, float)
-    sd = f" ± {_num(float(arr.std(ddof=1)))}" if arr.size > 1 else ""
-    return (f"{_num(float(arr.mean()))}{sd}",
+    mean, sd = _mean_sd(values)
+    return (f"{_num(mean)}{'' if sd is None else f' ± {_num(sd)}'}",
             f"{_num(float(arr.min()))} / {_num(float(np.median(arr)))} / {_num(float(arr.max()))}")
 
 
@@ -120,10 +126,10 @@ def bisection_figure(page: StepPage):
     ax.spines["top"].set_visible(False)
     ax.spines["right"].set_visible(False)
     for end, k in (("good", 0), ("bad", n)):
-        values = next((np.asarray(s.values, float) for s in page.steps if s.k == k and s.values), None)
+        values = next((s.values for s in page.steps if s.k == k and s.values), None)
         if values is not None:
-            sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
-            mean = float(values.mean())
+            mean, sd = _mean_sd(values)
+            sd = sd or 0.0
             ax.axhspan(mean - sd, mean + sd, color=_CALL_COLORS[end], alpha=0.15, lw=0)
             ax.axhline(mean, color=_CALL_COLORS[end], lw=1, alpha=0.6)
     for step in page.steps:
