@@ -38,7 +38,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml setup.py constraints.txt lisa_ext/trace/_tracedat.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	@# setuptools says "Editable installation" on every editable build, as a 10-line warning: not news
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	@touch $@
 
 # each script prints its figures (medians, ratios); kernel_rebuild and vboard take minutes
