@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lisa_ext.errors import UserError
 from lisa_ext.trace import load_trace
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
@@ -130,3 +131,39 @@ def test_the_command_line_takes_the_selector(traced, tmp_path):
                           "--tasks", "comm:^ebiz", "--json"], capture_output=True, text=True, timeout=300, check=True)
     summary = json.loads(out.stdout)
     assert summary["tasks"] == "comm:^ebiz" and summary["wakeups"] == len(df)
+
+
+def reference_frequencies(text: str) -> dict[int, list[tuple[float, int]]]:
+    """Each CPU's ``cpu_frequency`` events (time, kHz), one text line at a time."""
+    out: dict[int, list[tuple[float, int]]] = {}
+    for line in text.splitlines():
+        m = LINE.match(line)
+        if m and m["event"] == "cpu_frequency":
+            fields = dict(re.findall(r"(\w+)=(\S+)", m["body"]))
+            out.setdefault(int(fields["cpu_id"]), []).append((float(m["ts"]), int(fields["state"])))
+    return out
+
+
+def test_the_frequency_after_each_wakeup_matches_the_text(traced):
+    variant, trace, df, _ = traced
+    after = trace.ana.wakeup_frequency.df_frequency_after_wakeup(horizon_ms=20, step_ms=2.5)
+    assert list(after.columns) == ["wakeup_s", "cpu", "pid", "offset_s", "freq_khz"]
+    assert len(after) == 9 * len(df) and sorted(set(after["offset_s"].round(6))) == [i * 0.0025 for i in range(9)]
+    text = lzma.decompress((FIXTURES / f"ondemand-bursty-{variant}.txt.xz").read_bytes()).decode()
+    events = reference_frequencies(text)
+    for row in after.itertuples():
+        known = [f for ts, f in events.get(row.cpu, []) if ts <= row.wakeup_s + row.offset_s + 1e-9]
+        assert row.freq_khz == (known[-1] if known else pytest.approx(float("nan"), nan_ok=True))
+    # the mechanism, seen from the wake-up: without the copied load the CPU is below the frequency of the
+    # sleep 5 ms into most bursts, with it at that frequency
+    at_5ms = after[after["offset_s"].round(6) == 0.005].set_index("wakeup_s")["freq_khz"]
+    below = (at_5ms.to_numpy() < df["freq_at_sleep_khz"].to_numpy()).mean()
+    assert below >= 0.5 if variant == "without" else below <= 0.2
+
+
+def test_the_frequency_after_wakeup_refuses_a_step_too_fine(traced):
+    _, trace, _, _ = traced
+    with pytest.raises(UserError, match="more than 10000 points"):
+        trace.ana.wakeup_frequency.df_frequency_after_wakeup(horizon_ms=100, step_ms=0.001)
+    with pytest.raises(UserError, match="step"):
+        trace.ana.wakeup_frequency.df_frequency_after_wakeup(step_ms=0)

@@ -10,14 +10,14 @@ neither LISA nor holoviews, so a study or a test that already has the frames
 
 from __future__ import annotations
 
-from typing import Any, Collection
+from typing import Any, Collection, Sequence
 
 import numpy as np
 import pandas as pd
 
 from lisa_ext.analysis._frames import event_times, int_column
 
-__all__ = ["SLEEP_STATES", "WAKEUP_COLUMNS", "wakeups_from_idle"]
+__all__ = ["AFTER_WAKEUP_COLUMNS", "SLEEP_STATES", "WAKEUP_COLUMNS", "frequency_after_wakeups", "wakeups_from_idle"]
 
 #: ``prev_state`` bits of a sleep: TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE
 #: (a preempted task reports 0 or TASK_REPORT_MAX, a running one is not asleep)
@@ -27,6 +27,8 @@ SLEEP_STATES = 0x3
 WAKEUP_COLUMNS = ("cpu", "pid", "comm", "sleep_s", "freq_at_sleep_khz", "freq_at_wakeup_khz",
                   "restart_freq_khz", "first_change_s", "burst_s", "time_below_s", "time_at_min_s",
                   "min_freq_khz")
+#: Columns of :func:`frequency_after_wakeups`.
+AFTER_WAKEUP_COLUMNS = ("wakeup_s", "cpu", "pid", "offset_s", "freq_khz")
 
 
 class _Steps:
@@ -146,3 +148,29 @@ def _wakeup_row(steps: _Steps | None, cpu: int, pid: int, comm: str, slept: floa
         steps.time_where(woke, until, lambda f: f < level),
         "time_at_min_s": np.nan if unknown else steps.time_where(woke, until, lambda f: f <= min_freq),
     }
+
+
+def frequency_after_wakeups(wakeups: pd.DataFrame, frequencies: pd.DataFrame,
+                            offsets_s: Sequence[float]) -> pd.DataFrame:
+    """The frequency of the CPU each wake-up woke on, at each of ``offsets_s`` after it.
+
+    ``wakeups``: :func:`wakeups_from_idle` (its index the wake-up's time, ``cpu``, ``pid``);
+    ``frequencies``: ``cpu_frequency`` rows as there. The CPU is the one the task woke on, also
+    after the task went back to sleep or moved: what its governor chose for it.
+    One row per wake-up and offset (:data:`AFTER_WAKEUP_COLUMNS`): ``wakeup_s``, ``cpu``,
+    ``pid``, ``offset_s``, ``freq_khz`` (NaN before the CPU's first ``cpu_frequency`` event).
+    """
+    offsets = np.asarray(offsets_s, dtype=float)
+    woke = wakeups.index.to_numpy(dtype=float)
+    cpus = wakeups["cpu"].to_numpy(dtype=np.int64)
+    freq = np.full((len(woke), len(offsets)), np.nan)
+    for cpu, steps in _steps_per_cpu(frequencies).items():
+        rows = np.flatnonzero(cpus == cpu)
+        if not rows.size:
+            continue
+        at = np.searchsorted(steps.time, woke[rows, None] + offsets[None, :], side="right") - 1
+        freq[rows] = np.where(at >= 0, steps.freq[np.maximum(at, 0)], np.nan)
+    return pd.DataFrame({"wakeup_s": np.repeat(woke, len(offsets)), "cpu": np.repeat(cpus, len(offsets)),
+                         "pid": np.repeat(wakeups["pid"].to_numpy(dtype=np.int64), len(offsets)),
+                         "offset_s": np.tile(offsets, len(woke)), "freq_khz": freq.ravel()},
+                        columns=list(AFTER_WAKEUP_COLUMNS))

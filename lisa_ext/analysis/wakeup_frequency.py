@@ -24,13 +24,15 @@ import argparse
 from typing import Any
 
 import holoviews as hv
+import numpy as np
 import pandas as pd
 
 from lisa_ext import compat
 from lisa_ext.analysis._frames import has_event
 from lisa_ext.analysis.base import RunMetric, StudyAnalysis, window_seconds
-from lisa_ext.analysis.idle_wakeups import WAKEUP_COLUMNS, wakeups_from_idle
+from lisa_ext.analysis.idle_wakeups import WAKEUP_COLUMNS, frequency_after_wakeups, wakeups_from_idle
 from lisa_ext.analysis.tasks import select_pids
+from lisa_ext.errors import UserError
 
 _base = compat.import_lisa("lisa.analysis.base")
 _trace = compat.import_lisa("lisa.trace")
@@ -73,6 +75,23 @@ class WakeupFrequencyAnalysis(StudyAnalysis):
             return wakeups_from_idle(switches, frequencies, pids=select_pids(self.trace, tasks),
                                      window_s=window_s, min_sleep_s=min_sleep_ms / 1e3)
         return wakeups_from_idle(switches, frequencies, comm, window_s=window_s, min_sleep_s=min_sleep_ms / 1e3)
+
+    @TraceAnalysisBase.cache
+    @df_wakeups.used_events
+    def df_frequency_after_wakeup(self, comm: str = "ebizzy", tasks: str | None = None,
+                                  horizon_ms: float = 30.0, step_ms: float = 0.5) -> pd.DataFrame:
+        """The frequency of the CPU each wake-up from idle of :meth:`df_wakeups` woke on, every
+        ``step_ms`` from the wake-up to ``horizon_ms`` after it: columns
+        :data:`~lisa_ext.analysis.idle_wakeups.AFTER_WAKEUP_COLUMNS` (``wakeup_s``, ``cpu``,
+        ``pid``, ``offset_s``, ``freq_khz``), one row per wake-up and offset."""
+        horizon_s = window_seconds("horizon (horizon_ms)", horizon_ms)
+        step_s = window_seconds("step (step_ms)", step_ms)
+        if horizon_s / step_s > 10_000:
+            raise UserError(f"frequency after wake-up: {horizon_ms} ms in steps of {step_ms} ms is more than "
+                            "10000 points per wake-up; expected a coarser step")
+        offsets = np.arange(int(np.floor(horizon_s / step_s + 1e-9)) + 1) * step_s
+        return frequency_after_wakeups(self.df_wakeups(comm=comm, tasks=tasks),
+                                       self.trace.df_event("cpu_frequency"), offsets)
 
     def summary(self, task: str = "ebizzy", burst_window_ms: float | None = None,
                 tasks: str | None = None) -> dict[str, Any]:
