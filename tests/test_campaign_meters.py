@@ -63,6 +63,68 @@ def test_metered_differences_and_meta(tmp_path):
     assert nothing == []
 
 
+class _TargetClock(_CounterFiles):
+    """A target whose ``date`` and ``/proc/uptime`` are files the test writes: a clock of its own,
+    like the virtual board's, which need not run at the host's pace."""
+
+    def __init__(self, tmp_path):
+        super().__init__(tmp_path)
+        self.date, self.uptime = tmp_path / "date-now", tmp_path / "uptime"
+        (tmp_path / "bin").mkdir()
+        fake_date = tmp_path / "bin" / "date"
+        fake_date.write_text(f"#!/bin/sh\ncat {self.date}\n")
+        fake_date.chmod(0o755)
+
+    def set(self, date: str, uptime: str) -> None:
+        self.date.write_text(date + "\n")
+        self.uptime.write_text(f"{uptime} 0.00\n")
+
+    def execute(self, command, as_root=False, check_exit_code=True):
+        command = command.replace("/proc/uptime", str(self.uptime))
+        return super().execute(f"PATH={self.dir / 'bin'}:$PATH; {command}", as_root, check_exit_code)
+
+
+@pytest.mark.parametrize("dates,uptimes,seconds,clock", [
+    (("1000.000000000", "1002.500000000"), ("50.00", "52.50"), 2.5, "date"),
+    # the date set during the run: its jump is not time the target lived
+    (("1000.000000000", "4600.000000000"), ("50.00", "52.50"), 2.5, "uptime"),
+    # a date without nanoseconds (%N printed as is)
+    (("1000.%N", "1002.%N"), ("50.00", "52.50"), 2.5, "uptime"),
+])
+def test_power_is_over_the_targets_own_time(tmp_path, dates, uptimes, seconds, clock):
+    """On the virtual board's clock a busy guest lives seconds while the host lives more (or the
+    other way round): the meter's power is its energy over the target's time between the reads."""
+    counter = tmp_path / "counter"
+    counter.write_text("1000000\n")
+    target = _TargetClock(tmp_path)
+    target.set(dates[0], uptimes[0])
+    meter = Meter("hwmon", target, f"printf 'x %s pd0\\n' \"$(cat {counter})\"", ("pd0",))
+    meta = {}
+    with metered(meter, meta) as energy:
+        counter.write_text("2000000\n")  # 1 J
+        target.set(dates[1], uptimes[1])
+    got = {m.name: m.value for m in energy}
+    assert meta["energy"]["duration_s"] == pytest.approx(seconds)
+    assert got["power_mw"] == pytest.approx(1000 / seconds)
+    assert meta["energy"]["host_duration_s"] < 1.0 and clock in meta["energy"]["sampling"]
+
+
+def test_a_target_without_a_clock_falls_back_to_the_hosts_and_says_so(tmp_path):
+    counter = tmp_path / "counter"
+    counter.write_text("1000\n")
+
+    class NoClock(_CounterFiles):
+        def execute(self, command, as_root=False, check_exit_code=True):
+            return super().execute(command.replace("lisa-ext-clock", "no-clock"), as_root, check_exit_code)
+
+    meter = Meter("hwmon", NoClock(tmp_path), f"printf 'x %s pd0\\n' \"$(cat {counter})\"", ("pd0",))
+    meta = {}
+    with metered(meter, meta):
+        pass
+    assert meta["energy"]["duration_s"] == meta["energy"]["host_duration_s"]
+    assert "host's monotonic clock (the target's could not be read)" in meta["energy"]["sampling"]
+
+
 def test_metered_marks_its_readings_in_the_trace(tmp_path):
     """The marker is written after the first reading and before the second (the trace's window
     of the meter), here into a plain file standing for the instance's trace_marker."""

@@ -22,6 +22,7 @@ differences between the reading just before and just after the workload.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ from lisa_ext.campaign.store.records import Metric
 from lisa_ext.energy_model import model_from_target
 from lisa_ext.errors import UserError
 
-__all__ = ["METER_KINDS", "METER_MARKERS", "Meter", "metered", "open_meter", "parse_hwmon", "parse_pixel6"]
+__all__ = ["METER_KINDS", "METER_MARKERS", "Meter", "metered", "open_meter", "parse_clock", "parse_hwmon", "parse_pixel6",
+           "target_seconds"]
 
 METER_KINDS = ("none", "hwmon", "pixel6")
 #: trace markers written right after the reading before the workload and right before the one
@@ -44,6 +46,12 @@ _HWMON_CMD = ("for f in /sys/class/hwmon/hwmon*/energy*_input; do [ -r \"$f\" ] 
 _PIXEL6_CMD = ("for f in /sys/bus/iio/devices/iio:device*/energy_value; do [ -r \"$f\" ] || continue; "
                "echo \"== $f\"; cat \"$f\"; done")
 _PIXEL6_LINE = re.compile(r"^CH(\d+)\(T=(\d+)\)\[([^\]]+)\],\s*(\d+)\s*$")
+#: read with every reading, in the same command: the target's own clock, as ``date`` gives it (ns,
+#: CLOCK_REALTIME) and as its ``/proc/uptime`` (10 ms): a run's power is its energy over the
+#: target's time, which on the virtual board's clock is not the host's
+_CLOCK_CMD = "echo \"lisa-ext-clock date=$(date +%s.%N 2>/dev/null) uptime=$(cut -d' ' -f1 /proc/uptime 2>/dev/null)\""
+#: how far (s) the two clocks' durations may differ before ``date``'s is taken for a jump
+_CLOCK_JUMP_S = 0.05
 
 
 def parse_hwmon(text: str) -> dict[str, int]:
@@ -82,9 +90,44 @@ class Meter:
     def read(self, *, then: str = "", first: str = "") -> dict[str, int]:
         """Cumulative energy per channel, microjoules; ``first`` / ``then``: shell commands run
         just before / after the reading, in the same command (a trace marker)."""
-        command = "; ".join(c for c in (first, self.command, then) if c)
+        return self.read_timed(then=then, first=first)[0]
+
+    def read_timed(self, *, then: str = "", first: str = "") -> tuple[dict[str, int], tuple[float, ...]]:
+        """:meth:`read` and the target's clocks at the reading (:func:`parse_clock`)."""
+        command = "; ".join(c for c in (first, self.command, _CLOCK_CMD, then) if c)
         text = self.target.execute(command, as_root=True, check_exit_code=False)
-        return (parse_hwmon if self.kind == "hwmon" else parse_pixel6)(text)
+        return (parse_hwmon if self.kind == "hwmon" else parse_pixel6)(text), parse_clock(text)
+
+
+def parse_clock(text: str) -> tuple[float, ...]:
+    """The ``lisa-ext-clock`` line of a reading: (``date`` seconds, uptime seconds), either NaN
+    when the target could not give it (a ``date`` without ``%N``)."""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:1] == ["lisa-ext-clock"]:
+            fields = dict(p.partition("=")[::2] for p in parts[1:])
+            return _seconds(fields.get("date", "")), _seconds(fields.get("uptime", ""))
+    return (math.nan, math.nan)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) and value >= 0 else math.nan
+
+
+def target_seconds(before: tuple[float, ...], after: tuple[float, ...]) -> tuple[float, str] | None:
+    """The target's time between two readings and the clock it came from: ``date`` (ns), unless
+    it jumped against the uptime (a clock set during the run), else the uptime; None when
+    neither clock was read both times."""
+    by_date, by_uptime = after[0] - before[0], after[1] - before[1]
+    if by_date > 0 and not (by_uptime > 0 and abs(by_date - by_uptime) > _CLOCK_JUMP_S):
+        return by_date, "the target's date (ns)"
+    if by_uptime > 0:
+        return by_uptime, "the target's /proc/uptime (10 ms)"
+    return None
 
 
 def open_meter(target: Any, kind: str, target_name: str = "the target") -> Meter | None:
@@ -134,10 +177,14 @@ def metered(meter: Meter | None, meta: dict, marker_file: str | None = None) -> 
         return
     # read per run: a kernel variant may bring other tables than the previous run's
     model = _energy_model(meter.target, meter.target_name)
-    before, t0 = meter.read(then=_mark(marker_file, METER_MARKERS[0])), time.monotonic()
+    (before, clock0), t0 = meter.read_timed(then=_mark(marker_file, METER_MARKERS[0])), time.monotonic()
     yield metrics
-    after, t1 = meter.read(first=_mark(marker_file, METER_MARKERS[1])), time.monotonic()
-    duration = t1 - t0
+    (after, clock1), t1 = meter.read_timed(first=_mark(marker_file, METER_MARKERS[1])), time.monotonic()
+    # the energy was spent in the target's time: on the virtual board's own clock a busy guest lives
+    # 3-25x less than the host between the two reads, so the host's seconds would divide it wrongly
+    host_duration = t1 - t0
+    duration, clock = target_seconds(clock0, clock1) or (host_duration, "the host's monotonic clock "
+                                                          "(the target's could not be read)")
     channels = {}
     for name in meter.channels:
         if name not in before or name not in after:
@@ -155,8 +202,9 @@ def metered(meter: Meter | None, meta: dict, marker_file: str | None = None) -> 
         "total_energy_j": total,
         "avg_power_mw": power_mw,
         "duration_s": round(duration, 6),
-        "sampling": "cumulative counters read once just before and once just after the workload "
-                    "(host monotonic clock between the two reads)",
+        "host_duration_s": round(host_duration, 6),
+        "sampling": "cumulative counters read once just before and once just after the workload; "
+                    f"the time between the two reads by {clock}",
     }
     if marker_file:
         meta["energy"]["trace_markers"] = list(METER_MARKERS)
