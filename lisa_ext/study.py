@@ -35,6 +35,7 @@ from lisa_ext.campaign.store.layout import REPORT_DIR
 from lisa_ext.campaign.store.reader import traced_runs
 from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import SpecError, UserError
+from lisa_ext.kernel.build import build_status
 from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report, campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
@@ -44,14 +45,14 @@ from lisa_ext.report.perfetto import perfetto_link
 from lisa_ext.report.readable import readable_table
 from lisa_ext.stats.cover import cover_table as _cover_frame
 from lisa_ext.studies import runs
-from lisa_ext.target import CLOCKS, CLOCKS_HELP
+from lisa_ext.target import CLOCKS, CLOCKS_HELP, first_boot_needs
 from lisa_ext.target.timing import TIMINGS, TIMINGS_HELP
 from lisa_ext.workbench import campaign_dir, output_dir, workbench_path
 
 __all__ = ["Study", "study_dir", "list_studies", "find_study", "ensure_campaign", "campaign_report",
            "write_report", "comparison_table", "cover_table", "figure_paths", "per_run_analysis",
            "execute_notebook", "NotebookFailed", "run_study", "register", "explore_run", "show_page", "show_figure",
-           "readable_table", "repo_path", "export_notebook", "use_bokeh", "check_page_outputs"]
+           "readable_table", "repo_path", "export_notebook", "use_bokeh", "check_page_outputs", "first_board_note"]
 
 # Deferred imports in this module: papermill/nbconvert/IPython take seconds; only notebook steps
 # need them.
@@ -478,9 +479,38 @@ def _new(args: argparse.Namespace) -> int:
                                                 "report_dir": str(page.with_name(f"{study.name}-report")),
                                                 "smoke": False}, show_code=args.show_code)
         print(f"page, on the committed sample campaign until the study has runs: {page}")
+    note = first_board_note(load_spec(find_study(args.name).spec))
+    if note:
+        print(note)
     print(f"next: lisa-ext campaign check notebooks/{args.name}.yml, then lisa-ext study run {args.name} --smoke "
           "(docs/your-own-study.md)")
     return 0
+
+
+#: measured on this project's 2-core machine, otherwise idle, from an empty cache (docs/your-own-study.md)
+_FIRST_BUILD = "about 17 min on 2 idle cores: the kernel 10, QEMU 6.5"
+
+
+def first_board_note(spec) -> str | None:
+    """What a study's target waits for before its first run: one line saying whether the virtual
+    board's kernel and patched QEMU are in the cache, and what building them costs; None for a
+    target that runs the kernel it has."""
+    needs = first_boot_needs(spec.target_config)
+    if needs is None:
+        return None
+    try:
+        kernel_built = build_status(needs.kernel_variant, needs.arch).built
+    except UserError:
+        kernel_built = False
+    kernel = needs.kernel_variant.relative_to(workbench_path()) if needs.kernel_variant.is_relative_to(
+        workbench_path()) else needs.kernel_variant
+    missing = ([] if kernel_built else [f"its kernel ({kernel})"]) + [f"its {name}" for name in needs.unbuilt]
+    if not missing:
+        return (f"the {needs.arch} board's kernel ({kernel}) and QEMU are built: `lisa-ext vboard up` boots it in "
+                "seconds; a knob study runs on it as it is")
+    return (f"the {needs.arch} board: {' and '.join(missing)} not built in this cache yet; the first "
+            f"`lisa-ext vboard up` or `study run` builds {'them' if len(missing) > 1 else 'it'} once "
+            f"(both: {_FIRST_BUILD})")
 
 
 _SHOW_CODE_HELP = "show the notebook's code cells on the page (default: narrative, tables and figures only)"

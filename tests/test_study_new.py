@@ -124,3 +124,15 @@ def test_a_figure_with_nothing_to_show_says_why():
         warnings.simplefilter("ignore")
         per_run_analysis(sample, "wakeup_latency", "df_wakeup_latencies", tasks="exec:schbench")
     assert "sched:sched_process_exec" in str(error.value) and "system/low/0" in str(error.value)
+
+
+def test_a_new_study_says_what_its_first_board_run_builds(tmp_path, monkeypatch):
+    from lisa_ext.study import first_board_note
+
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "empty-cache"))
+    repo = Path(__file__).resolve().parents[1]
+    note = first_board_note(load_spec(repo / "notebooks" / "run-to-parity.yml"))
+    assert note.startswith("the x86_64 board: its kernel (kernels/iowait-boost/baseline.yml) and its QEMU not built")
+    assert "about 17 min on 2 idle cores" in note
+    # a study on this machine boots no board
+    assert first_board_note(load_spec(repo / "notebooks" / "quickstart.yml")) is None

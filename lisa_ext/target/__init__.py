@@ -23,11 +23,11 @@ from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.devlib_target import DevlibTarget
 from lisa_ext.target.facts import (kernel_provenance, lisa_platform_info, llc_domains, platform_provenance, tool_versions,
                                    tracefs_root)
-from lisa_ext.target.protocol import BootImage, Target, TargetCommandError
+from lisa_ext.target.protocol import BootImage, FirstBoot, Target, TargetCommandError
 from lisa_ext.target.ssh_target import SshTarget
 
-__all__ = ["BootImage", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK", "Target", "TargetCommandError", "TargetConfig",
-           "connect", "kernel_provenance", "lisa_platform_info", "llc_domains", "open_target", "platform_provenance",
+__all__ = ["BootImage", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK", "FirstBoot", "Target", "TargetCommandError",
+           "TargetConfig", "connect", "first_boot_needs", "kernel_provenance", "lisa_platform_info", "llc_domains", "open_target", "platform_provenance",
            "tool_versions", "tracefs_root"]
 
 #: the implementations of the protocol, most specific first
@@ -41,6 +41,16 @@ def open_target(config: TargetConfig | str | os.PathLike) -> Target:
         config = TargetConfig.load(config)
     impl = next(impl for impl in IMPLEMENTATIONS if impl.serves(config))
     return impl.open(config)
+
+
+def first_boot_needs(config: TargetConfig | str | os.PathLike) -> FirstBoot | None:
+    """What a target a config describes needs built on this machine before its first run (the
+    virtual board: its default kernel variant and its patched QEMU), None for a target that runs
+    the kernel it has; nothing is opened, built or connected."""
+    if not isinstance(config, TargetConfig):
+        config = TargetConfig.load(config)
+    impl = next(impl for impl in IMPLEMENTATIONS if impl.serves(config))
+    return getattr(impl, "first_boot_needs", lambda _config: None)(config)
 
 
 def connect(config: TargetConfig | str | os.PathLike) -> Any:

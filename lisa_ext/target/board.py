@@ -29,11 +29,14 @@ from typing import Any
 from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint, SshClient
 from lisa_ext.target.config import TargetConfig
-from lisa_ext.target.protocol import MAX_TIME_SCALE, BootFallback, BootImage, BusyTarget, TargetCommandError
+from lisa_ext.target.protocol import (MAX_TIME_SCALE, BootFallback, BootImage, BusyTarget, FirstBoot,
+                                      TargetCommandError)
 from lisa_ext.target.ssh_target import SshTarget
-from lisa_ext.vboard import qemu
+from lisa_ext.vboard import qemu, qemu_build
 from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK
-from lisa_ext.vboard.board import TARGET_CONF_NAMES, VirtualBoard, board_for_target_conf, default_target_conf_path
+from lisa_ext.vboard.board import (DEFAULT_VARIANTS, TARGET_CONF_NAMES, VirtualBoard, board_for_target_conf,
+                                   default_target_conf_path)
+from lisa_ext.workbench import workbench_path
 
 __all__ = ["BoardTarget", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK"]
 
@@ -87,6 +90,16 @@ class BoardTarget(SshTarget):
     @classmethod
     def serves(cls, config: TargetConfig) -> bool:
         return config.kind == "linux" and config.conf.get("name") in TARGET_CONF_NAMES
+
+    @classmethod
+    def first_boot_needs(cls, config: TargetConfig) -> FirstBoot:
+        """The board's default kernel variant, and its patched QEMU when not built yet."""
+        board = board_for_target_conf(config.conf.get("name"))
+        try:
+            qemu_built = qemu_build.is_built(board.arch)
+        except UserError:  # no Debian QEMU to build from: the first boot will say so
+            qemu_built = False
+        return FirstBoot(workbench_path(*DEFAULT_VARIANTS[board.arch]), board.arch, () if qemu_built else ("QEMU",))
 
     @classmethod
     def open(cls, config: TargetConfig) -> "BoardTarget":

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint
 
-__all__ = ["Background", "BootFallback", "BootImage", "BusyTarget", "MAX_TIME_SCALE", "Target", "TargetCommandError",
+__all__ = ["Background", "BootFallback", "BootImage", "BusyTarget", "FirstBoot", "MAX_TIME_SCALE", "Target",
+           "TargetCommandError",
            "TargetTimeout", "machine_arch", "refuse_clock"]
 
 #: the most a target may stretch host-side waits (:attr:`Target.time_scale`): a busy guest on the
@@ -109,6 +110,18 @@ class Background(Protocol):
     def poll(self) -> int | None: ...
 
     def wait(self, timeout: float | None = None) -> int: ...
+
+
+@dataclass(frozen=True)
+class FirstBoot:
+    """What a target needs built on this machine before its first run (:func:`lisa_ext.target.first_boot_needs`)."""
+
+    #: the kernel variant spec it boots when a campaign names none
+    kernel_variant: Path
+    #: the architecture that kernel is built for
+    arch: str
+    #: what else must be built first and is not in the cache yet, by name
+    unbuilt: tuple[str, ...] = ()
 
 
 class Target(Protocol):

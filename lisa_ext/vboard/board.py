@@ -37,6 +37,7 @@ from lisa_ext.vboard import qemu, rootfs
 
 __all__ = [
     "BoardSettings",
+    "DEFAULT_VARIANTS",
     "TARGET_CONF_NAMES",
     "VirtualBoard",
     "RunningKernel",
@@ -45,6 +46,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: what ``vboard up`` boots without --variant or --kernel: each board's baseline
+DEFAULT_VARIANTS = {"x86_64": ("kernels", "iowait-boost", "baseline.yml"),
+                    "arm64": ("kernels", "eas", "baseline.yml")}
 
 #: Kernel command line every boot starts with; a variant's cmdline is appended.
 #: ``tsc=reliable``: TCG's TSC follows the host clock, so it is synchronised,

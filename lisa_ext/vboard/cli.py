@@ -13,15 +13,11 @@ from lisa_ext.devicetree import SOCS
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.deploy import deploy_variant
 from lisa_ext.target.board import BoardTarget
-from lisa_ext.vboard.board import BoardSettings, VirtualBoard
+from lisa_ext.vboard.board import DEFAULT_VARIANTS, BoardSettings, VirtualBoard
 from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP
 from lisa_ext.workbench import workbench_path
 
-__all__ = ["DEFAULT_VARIANTS", "register"]
-
-#: what ``vboard up`` boots without --variant or --kernel: each board's baseline
-DEFAULT_VARIANTS = {"x86_64": ("kernels", "iowait-boost", "baseline.yml"),
-                    "arm64": ("kernels", "eas", "baseline.yml")}
+__all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

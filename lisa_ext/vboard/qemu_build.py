@@ -36,7 +36,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.workbench import cache_root
 
 __all__ = ["BUILD_PACKAGES", "QUANTUM_NS", "build_dependencies_missing", "build_key", "debian_source_version",
-           "icount_args", "patches", "virtual_clock_qemu"]
+           "icount_args", "is_built", "patches", "virtual_clock_qemu"]
 
 PATCH_DIR = Path(__file__).with_name("qemu_patches")
 #: how far (guest ns) a vCPU may run ahead of the slowest busy one: docs/vboard.md says why 100 us
@@ -107,6 +107,12 @@ def build_dependencies_missing() -> list[str]:
         return list(BUILD_PACKAGES)
     installed = {line.split()[0] for line in out.splitlines() if line.split()[1:2] == ["ii"]}
     return [pkg for pkg in BUILD_PACKAGES if pkg not in installed]
+
+
+def is_built(arch: str) -> bool:
+    """Whether the patched ``qemu-system-*`` of ``arch`` is in the cache (nothing is built)."""
+    return arch in _TARGETS and (cache_root() / "qemu" / build_key(debian_source_version()) / "bin"
+                                 / _TARGETS[arch][1]).is_file()
 
 
 def virtual_clock_qemu(arch: str) -> Path:
