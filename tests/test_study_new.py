@@ -57,6 +57,16 @@ def test_a_knob_study_is_a_valid_spec_and_a_notebook(workbench):
     assert "BASELINE = 'run-to-parity'" in code and "TASKS = 'exec:schbench'" in code
 
 
+def test_numeric_values_are_named_after_their_knob(workbench):
+    knob = "/sys/devices/system/cpu/cpufreq/schedutil/rate_limit_us"
+    write_study("rate-limit", knob=knob, values=["0", "10000"], workloads=["rtapp"], root=workbench)
+    spec = load_spec(workbench / "notebooks" / "rate-limit.yml")
+    assert [(v.name, v.knobs) for v in spec.variants] == [
+        ("rate-limit-us-0", {knob: "0"}), ("rate-limit-us-10000", {knob: "10000"})]
+    code = "\n".join(c.source for c in nbformat.read(workbench / "notebooks" / "rate-limit.ipynb", as_version=4).cells)
+    assert "BASELINE = 'rate-limit-us-0'" in code and "bursty_perf_index_mean" in code
+
+
 def test_a_kernel_study_writes_its_variants(workbench):
     written = write_study("my-patch", kernel=True, workloads=["rtapp"], root=workbench)
     names = [p.relative_to(workbench).as_posix() for p in written]

@@ -59,6 +59,10 @@ HEADLINE_METRICS: dict[str, dict[str, str]] = {
     "hackbench": {"time": "hackbench time"},
     "fio": {"read_iops": "fio read IOPS"},
     "pgbench": {"tps": "pgbench transactions/s", "latency_avg": "pgbench mean latency"},
+    # the task of WORKLOAD_TEMPLATES' rt-app workload, whose name prefixes its metrics
+    "rtapp": {"bursty_perf_index_mean": "rt-app bursty performance index",
+              "bursty_missed_pct": "rt-app bursty late activations",
+              "bursty_wu_lat_p99": "rt-app bursty p99 wake-up latency"},
 }
 #: the program each workload kind executes, for the ``exec:`` task selector
 _PROGRAMS = {"schbench": "schbench", "hackbench": "hackbench", "rtapp": "rt-app", "fio": "fio",
@@ -80,9 +84,12 @@ CONCLUSION_PLACEHOLDER = ("TODO conclusion: in two or three sentences, the answe
                           "mechanism figure showed, and what is left to run.")
 
 
-def _variant_name(value: str) -> str:
+def _variant_name(value: str, knob: str = "") -> str:
     """A variant's name from its knob value: lower-case letters, digits and dashes, at most 64
-    (a directory name; the spec quotes it, so ``100`` or ``true`` stays a name)."""
+    (a directory name; the spec quotes it, so ``true`` stays a name). A number is named after
+    the knob's file too (``rate_limit_us`` 0: ``rate-limit-us-0``): ``0`` explains nothing on a page."""
+    if knob and re.fullmatch(r"[-+]?[0-9][0-9.,_]*", value.strip()):
+        value = f"{knob.rstrip('/').rsplit('/', 1)[-1]}-{value.strip()}"
     return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")[:64].strip("-") or "variant"
 
 
@@ -113,7 +120,7 @@ def spec_text(name: str, *, knob: str | None, values: Sequence[str], kernels: Se
     else:
         for value in values:
             # quoted (JSON strings are YAML): a value or name like 100, true or "a: b" stays a string
-            lines += [f"  - name: {json.dumps(_variant_name(value))}", "    knobs:",
+            lines += [f"  - name: {json.dumps(_variant_name(value, knob or ''))}", "    knobs:",
                       f"      {json.dumps(knob)}: {json.dumps(value)}"]
     lines.append("workloads:")
     smoke = []
@@ -223,7 +230,7 @@ def write_study(name: str, *, knob: str | None = None, values: Sequence[str] = (
     existing = [p for p in (spec_path, nb_path, *kernel_paths) if p.exists()]
     if existing:
         raise UserError(f"{existing[0]} exists: study {name!r} is already there (lisa-ext study list)")
-    variants = kernels or [_variant_name(v) for v in values]
+    variants = kernels or [_variant_name(v, knob or "") for v in values]
     if len(set(variants)) != len(variants):
         raise UserError(f"--values {', '.join(values)}: two values give the same variant name")
     metrics = {m: label for w in workloads for m, label in HEADLINE_METRICS.get(w, {}).items()}
