@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from lisa_ext.campaign.runner import RunSummary, run_campaign
+from lisa_ext.campaign.runner import RunSummary, SpecChanged, run_campaign
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store.layout import REPORT_DIR
 from lisa_ext.campaign.store.reader import traced_runs
@@ -456,9 +456,13 @@ def _run(args: argparse.Namespace) -> int:
                          board_clock=args.board_clock)
         # run_campaign removes only a campaign directory lisa-ext made; the page renders from the new runs
         print(run_campaign(spec, data, fresh=True, progress=not args.no_progress).line())
-    html = run_study(study, data, out, run=not (args.no_run or args.fresh), progress=not args.no_progress,
-                     smoke=args.smoke, target=args.target, board_timing=args.board_timing,
-                     board_clock=args.board_clock, show_code=args.show_code)
+    try:
+        html = run_study(study, data, out, run=not (args.no_run or args.fresh), progress=not args.no_progress,
+                         smoke=args.smoke, target=args.target, board_timing=args.board_timing,
+                         board_clock=args.board_clock, show_code=args.show_code)
+    except SpecChanged as exc:  # the study's spec was edited after a run: say how to start over
+        raise SpecChanged(f"{exc}, or start it over: lisa-ext study run {study.name}"
+                          f"{' --smoke' if args.smoke else ''} --fresh (its runs are discarded)") from None
     print(f"{study.name} page: {html.resolve()}")
     return 0
 

@@ -86,3 +86,18 @@ def test_fresh_with_no_run_is_a_usage_error(workbench):
     proc = _study_run(workbench, "--fresh", "--no-run")
     assert proc.returncode == 2
     assert "error: argument --no-run: not allowed with argument --fresh" in proc.stderr, proc.stderr
+
+
+@pytest.mark.live
+def test_a_study_edited_after_its_runs_says_how_to_start_over(workbench):
+    require_live()
+    first = _study_run(workbench)
+    assert first.returncode == 0, first.stdout + first.stderr
+    spec = workbench / "notebooks" / "tiny.yml"
+    spec.write_text(spec.read_text().replace("loops: 10", "loops: 20"))
+    again = _study_run(workbench)
+    assert again.returncode == 2, again.stdout + again.stderr
+    line, = again.stderr.strip().splitlines()
+    assert "differs from the spec this campaign was started with" in line
+    assert line.endswith("or start it over: lisa-ext study run tiny --fresh (its runs are discarded)"), line
+    assert _study_run(workbench, "--fresh").returncode == 0
