@@ -37,6 +37,7 @@ __all__ = [
     "FigureSpec",
     "ITEM",
     "Prefetch",
+    "curves_figure",
     "export",
     "export_html",
     "figure_name",
@@ -135,6 +136,14 @@ def latency_cdf_figure(latencies: pd.DataFrame, title: str = "wakeup latency CDF
     overlay = hv.Overlay([hv.Curve((values, frac), kdims=[xlabel], vdims=["fraction of wakeups"], label=variant)
                           for variant, values, frac in curves]) if curves else hv.Curve([])
     return _both(overlay, title=title, logx=True)
+
+
+def curves_figure(df: pd.DataFrame, x: str, y: str, by: str, title: str):
+    """One curve of ``y`` against ``x`` per value of ``by`` (in order of appearance, named in the
+    legend)."""
+    hv = load_holoviews()
+    curves = [hv.Curve(group, kdims=[x], vdims=[y], label=str(key)) for key, group in df.groupby(by, sort=False)]
+    return _both(hv.Overlay(curves) if curves else hv.Curve([]), title=title, ylabel=y)
 
 
 def residency_figure(residency: pd.DataFrame, title: str, state_label: str):

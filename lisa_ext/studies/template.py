@@ -4,9 +4,11 @@
 knob's values, or from kernel variant specs it writes under ``kernels/NAME/``; workloads; a
 ``smoke:`` size), and ``notebooks/NAME.ipynb``, a thin notebook over :class:`StudyPage`:
 the study's status, its cover-letter table (:mod:`lisa_ext.report.cover`), a mechanism figure
-chosen by name (:data:`MECHANISMS`: wake-up latency, CPU time, migrations of the workload's own
-tasks, one task selector for all: :mod:`lisa_ext.analysis.tasks`) and the trace explorer. Before any run the page shows the committed sample campaign
-(:data:`SAMPLE`), saying so in its first lines; ``lisa-ext study new`` renders it at once.
+chosen by name (:data:`MECHANISMS`: wake-up latency, CPU time, migrations and the frequency after a
+wake-up of the workload's own tasks, one task selector for all: :mod:`lisa_ext.analysis.tasks`; the
+CPUs' idle states and busy time) and the trace explorer. Before any run the page shows the
+committed sample campaign (:data:`SAMPLE`), saying so in its first lines; ``lisa-ext study new``
+renders it at once.
 """
 
 from __future__ import annotations
@@ -21,22 +23,28 @@ import numpy as np
 import pandas as pd
 
 from lisa_ext.campaign.spec import load_spec
+from lisa_ext.campaign.store.metrics import METRIC_DTYPES, METRICS_COLUMNS
 from lisa_ext.campaign.store.reader import has_runs, read_campaign
 from lisa_ext.errors import SpecError, UserError
 from lisa_ext.report.build import campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
 from lisa_ext.report.escape import code_span
-from lisa_ext.report.figures import export, grouped_bars_figure, latency_cdf_figure
+from lisa_ext.report.figures import (curves_figure, export, grouped_bars_figure, latency_cdf_figure,
+                                     residency_figure)
 from lisa_ext.report.readable import knobs_table, readable_table
 from lisa_ext.stats.cover import cover_table
-from lisa_ext.studies.runs import per_run_analysis
+from lisa_ext.studies.runs import idle_state_names, per_run_analysis
 from lisa_ext.workbench import output_dir, workbench_path
 
-__all__ = ["CONCLUSION_PLACEHOLDER", "CONCLUSION_TAG", "HEADLINE_METRICS", "MECHANISMS", "SAMPLE", "StudyPage",
-           "WORKLOAD_TEMPLATES", "notebook", "spec_text", "write_study"]
+__all__ = ["CONCLUSION_PLACEHOLDER", "CONCLUSION_TAG", "HEADLINE_METRICS", "MECHANISMS", "SAMPLE", "SAMPLE_TASKS",
+           "StudyPage", "TASK_METRICS", "WORKLOAD_TEMPLATES", "notebook", "spec_text", "write_study"]
 
-#: the committed campaign a new study's page shows before its own first run
-SAMPLE = "data/samples/wq-affinity-board"
+#: the committed campaign a new study's page shows before its own first run: a smoke run of
+#: notebooks/sugov-rate-limit.yml on the board (rt-app, every event of TRACE_EVENTS), so that each
+#: mechanism figure has what it needs
+SAMPLE = "data/samples/sugov-rate-limit-board"
+#: the tasks the page follows on the sample (its settings' ``TASKS`` name the study's own)
+SAMPLE_TASKS = "comm:^bursty-"
 #: the spec's trace events: scheduler, idle and frequency, and what the task selectors need
 TRACE_EVENTS = ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup",
                 "sched:sched_process_fork", "sched:sched_process_exec", "task:task_newtask",
@@ -64,6 +72,12 @@ HEADLINE_METRICS: dict[str, dict[str, str]] = {
               "bursty_missed_pct": "rt-app bursty late activations",
               "bursty_wu_lat_p99": "rt-app bursty p99 wake-up latency"},
 }
+#: metrics a page computes per traced run from its selected tasks (``TASKS``), when its settings name
+#: them: metric -> (label, unit, lower is better)
+TASK_METRICS: dict[str, tuple[str, str, bool]] = {
+    "tasks_freq_after_wakeup_10ms": ("mean frequency in the 10 ms after a wake-up", "MHz", False),
+    "tasks_wakeup_lat_p99": ("p99 wake-up latency of the tasks", "us", True),
+}
 #: the program each workload kind executes, for the ``exec:`` task selector
 _PROGRAMS = {"schbench": "schbench", "hackbench": "hackbench", "rtapp": "rt-app", "fio": "fio",
              "ebizzy": "ebizzy", "cyclictest": "cyclictest", "pgbench": "pgbench"}
@@ -74,6 +88,12 @@ MECHANISMS = {
     "cpu-time": "where the tasks ran: the share of their runtime on each CPU, per variant",
     "migrations": "how often the tasks moved: the % of their switch-ins on another CPU than their last, per variant "
                   "and workload",
+    "frequency-after-wakeup": "the frequency of the CPU a task woke on, in the 30 ms after each of its wake-ups "
+                              "from idle, the mean per variant (needs power:cpu_frequency)",
+    "idle-states": "the share of the CPUs' idle time in each idle state, per variant and workload (all CPUs, "
+                   "whoever woke them; needs power:cpu_idle)",
+    "cpu-busy": "how busy each CPU was: the % of the traced time it ran any task, per variant (the mean over "
+                "workloads and traced runs)",
 }
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
 #: the tag of the conclusion cell, and its text until the author writes it (the page check
@@ -274,14 +294,21 @@ class StudyPage:
         variants = list(dict.fromkeys(r.variant for r in read_campaign(self.campaign).runs))
         self.baseline = baseline if baseline in variants and not self.sample else variants[0]
         self._metrics = campaign_metrics(self.campaign, traces=False)
+        self.tasks = tasks if not self.sample else SAMPLE_TASKS
+        asked = [m for m in (metrics or {}) if m in TASK_METRICS]
+        try:
+            if asked:
+                self._metrics = pd.concat([self._metrics, self.df_task_metrics(asked)], ignore_index=True)
+        except UserError:
+            if not self.sample:  # the sample's traces need not have what your study's settings ask
+                raise
         present = set(self._metrics["metric"])
         chosen = {m: label for m, label in (metrics or {}).items() if m in present}
         if not chosen:  # the sample's own, or every metric when none is known
             known = {m: label for labels in HEADLINE_METRICS.values() for m, label in labels.items()}
+            known |= {m: label for m, (label, _, _) in TASK_METRICS.items()}
             chosen = {m: label for m, label in known.items() if m in present} or {m: m for m in sorted(present)}
         self.metrics = chosen
-        # the sample ran fio on dm-crypt and traced no sched_process_exec: its tasks by name
-        self.tasks = tasks if not self.sample else "comm:^fio$"
 
     def banner(self) -> str:
         """The page's first lines (Markdown): whose runs these are and what their numbers are good
@@ -323,6 +350,30 @@ class StudyPage:
         frame = cover_table(self._metrics, self.baseline, metric_names=list(self.metrics))
         return CoverLetterTable(frame, self.metrics)
 
+    def df_task_metrics(self, names: Sequence[str] = tuple(TASK_METRICS)) -> pd.DataFrame:
+        """The :data:`TASK_METRICS` ``names`` of the selected tasks, one row per traced run and
+        metric in the tidy metrics table's columns (a run whose traces lack their events has none)."""
+        per_run: list[pd.Series] = []
+        run = ["variant", "workload", "iteration"]
+        if "tasks_freq_after_wakeup_10ms" in names:
+            after = per_run_analysis(self.campaign, "wakeup_frequency", "df_frequency_after_wakeup",
+                                     tasks=self.tasks or "comm:.", horizon_ms=10.0)
+            per_run.append((after.groupby(run, sort=False)["freq_khz"].mean() / 1e3)
+                           .rename("tasks_freq_after_wakeup_10ms"))
+        if "tasks_wakeup_lat_p99" in names:
+            latencies = per_run_analysis(self.campaign, "wakeup_latency", "df_wakeup_latencies", tasks=self.tasks)
+            per_run.append((latencies.groupby(run, sort=False)["latency"].quantile(0.99) * 1e6)
+                           .rename("tasks_wakeup_lat_p99"))
+        campaign = read_campaign(self.campaign).name
+        frames = [pd.DataFrame({"campaign": campaign, "variant": values.index.get_level_values("variant"),
+                                "workload": values.index.get_level_values("workload"), "metric": values.name,
+                                "unit": TASK_METRICS[values.name][1], "lower_is_better": TASK_METRICS[values.name][2],
+                                "iteration": values.index.get_level_values("iteration"), "value": values.to_numpy()})
+                  for values in per_run]
+        out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=METRICS_COLUMNS)
+        out = out[out["value"].notna()]
+        return out.astype(METRIC_DTYPES)[METRICS_COLUMNS]
+
     def df_wakeup_latency(self) -> pd.DataFrame:
         """Every wake-up latency (µs) of the selected tasks in every traced run, with ``variant``."""
         df = per_run_analysis(self.campaign, "wakeup_latency", "df_wakeup_latencies", tasks=self.tasks)
@@ -348,14 +399,62 @@ class StudyPage:
         those on another CPU than the task's last one (``moved``), and ``pct``, their share (%)."""
         keys = ["variant", "workload", "iteration", "pid"]
         runs = self.df_runs()
-        rank = {variant: i for i, variant in enumerate(dict.fromkeys(runs["variant"]))}  # the campaign's order
-        runs = runs.assign(rank=runs["variant"].map(rank)).sort_values(["rank", *keys[1:], "start"], kind="stable")
+        runs = runs.assign(rank=runs["variant"].map(self._variant_rank())).sort_values(["rank", *keys[1:], "start"], kind="stable")
         same_task = (runs[keys] == runs[keys].shift()).all(axis=1)
         counted = pd.DataFrame({"variant": runs["variant"], "workload": runs["workload"], "switch_ins": same_task,
                                 "moved": same_task & (runs["cpu"] != runs["cpu"].shift())})
         out = counted.groupby(["variant", "workload"], sort=False)[["switch_ins", "moved"]].sum().reset_index()
         out["pct"] = 100 * out["moved"] / out["switch_ins"].where(out["switch_ins"] > 0)
         return out
+
+    def df_frequency_after_wakeup(self) -> pd.DataFrame:
+        """Per variant and ``offset_ms`` after a wake-up from idle of the selected tasks, the mean
+        frequency (``freq_mhz``) of the CPU it woke on over the ``wakeups`` whose CPU's frequency
+        was known then (:meth:`~lisa_ext.analysis.wakeup_frequency.WakeupFrequencyAnalysis.df_frequency_after_wakeup`)."""
+        df = per_run_analysis(self.campaign, "wakeup_frequency", "df_frequency_after_wakeup",
+                              tasks=self.tasks or "comm:.")
+        df = df.assign(offset_ms=(df["offset_s"] * 1e3).round(6), freq_mhz=df["freq_khz"] / 1e3)
+        out = df.groupby(["variant", "offset_ms"], sort=False).agg(
+            freq_mhz=("freq_mhz", "mean"), wakeups=("freq_mhz", "count")).reset_index()
+        if not out["wakeups"].any():
+            raise UserError(f"{self.campaign}: no wake-up from idle of the tasks {self.tasks} with a known "
+                            "frequency (the traces need power:cpu_frequency)")
+        return out
+
+    def df_idle_states(self) -> pd.DataFrame:
+        """Per variant, workload and idle state (``state``, the kernel's name as the runs recorded
+        it, else ``state N``): ``time_s``, the CPUs' idle time in it over every traced run, and
+        ``pct``, its share of that variant's and workload's idle time (%)."""
+        periods = per_run_analysis(self.campaign, "idle_miss", "df_idle_periods")
+        if periods.empty:
+            raise UserError(f"{self.campaign}: no idle period in the traces (they need power:cpu_idle)")
+        out = periods.groupby(["variant", "workload", "state"], sort=False)["duration"].sum().rename("time_s")
+        out = out.reset_index().sort_values(["state"], kind="stable")
+        out = out.sort_values("variant", key=lambda v: v.map(self._variant_rank()), kind="stable")
+        totals = out.groupby(["variant", "workload"], sort=False)["time_s"].transform("sum")
+        out["pct"] = 100.0 * out["time_s"] / totals.where(totals > 0)
+        names = idle_state_names(self.campaign)
+        out["state"] = [names.get(int(s), f"state {s}") for s in out["state"]]
+        return out.reset_index(drop=True)
+
+    def df_cpu_busy(self) -> pd.DataFrame:
+        """Per variant and CPU, ``pct``: the % of the traced time the CPU ran any task, the mean
+        over workloads and traced runs; a run's traced time is from its first task switch to its
+        trace's end."""
+        runs = per_run_analysis(self.campaign, "capacity_placement", "df_runs")
+        run = ["variant", "workload", "iteration"]
+        span = runs.assign(end=runs["start"] + runs["duration_s"]).groupby(run, sort=False).agg(
+            first=("start", "min"), last=("end", "max"))
+        busy = runs.groupby([*run, "cpu"], sort=False)["duration_s"].sum().reset_index()
+        busy = busy.join(span, on=run)
+        busy["pct"] = 100.0 * busy["duration_s"] / (busy["last"] - busy["first"]).where(busy["last"] > busy["first"])
+        out = busy.groupby(["variant", "cpu"], sort=False)["pct"].mean().reset_index()
+        return out.sort_values(["cpu"], kind="stable").sort_values(
+            "variant", key=lambda v: v.map(self._variant_rank()), kind="stable").reset_index(drop=True)
+
+    def _variant_rank(self) -> dict[str, int]:
+        """The campaign's order of its variants."""
+        return {v: i for i, v in enumerate(dict.fromkeys(r.variant for r in read_campaign(self.campaign).runs))}
 
     def mechanism_figure(self, name: str, out_dir: str | os.PathLike) -> Path:
         """The mechanism figure ``name`` (:data:`MECHANISMS`) of the selected tasks, written as
@@ -368,10 +467,25 @@ class StudyPage:
             frame = self.df_cpu_time().rename(columns={"cpu": "CPU", "pct": "% of runtime"})
             figure = grouped_bars_figure(frame, "CPU", "variant", "% of runtime",
                                          f"where {self.tasks} ran: share of its runtime per CPU")
-        else:
+        elif name == "migrations":
             frame = self.df_migrations().rename(columns={"pct": "% of switch-ins on another CPU"})
             figure = grouped_bars_figure(frame, "workload", "variant", "% of switch-ins on another CPU",
                                          f"how often {self.tasks} moved between CPUs")
+        elif name == "frequency-after-wakeup":
+            frame = self.df_frequency_after_wakeup().rename(
+                columns={"offset_ms": "time after the wake-up (ms)", "freq_mhz": "mean frequency (MHz)"})
+            figure = curves_figure(frame, "time after the wake-up (ms)", "mean frequency (MHz)", "variant",
+                                   f"frequency of the CPU {self.tasks} woke on, after a wake-up from idle")
+        elif name == "idle-states":
+            frame = self.df_idle_states()
+            if frame["workload"].nunique() > 1:
+                frame = frame.assign(variant=frame["variant"] + " · " + frame["workload"])
+            figure = residency_figure(frame[["variant", "state", "pct"]], "the CPUs' idle time per idle state",
+                                      "idle state")
+        else:
+            frame = self.df_cpu_busy().rename(columns={"cpu": "CPU", "pct": "% of the traced time busy"})
+            figure = grouped_bars_figure(frame, "CPU", "variant", "% of the traced time busy",
+                                         "how busy each CPU was (any task)")
         return export(figure, _figure_dir(out_dir) / name, formats=("svg",))[0]
 
     def wakeup_latency_figure(self, out_dir: str | os.PathLike) -> Path:
