@@ -32,8 +32,8 @@ from lisa_ext.campaign.store.records import Metric
 from lisa_ext.energy_model import model_from_target
 from lisa_ext.errors import UserError
 
-__all__ = ["METER_KINDS", "METER_MARKERS", "Meter", "metered", "open_meter", "parse_clock", "parse_hwmon", "parse_pixel6",
-           "target_seconds"]
+__all__ = ["METER_KINDS", "METER_MARKERS", "Meter", "metered", "open_meter", "parse_clock", "parse_hwmon",
+           "parse_pixel6", "target_seconds"]
 
 METER_KINDS = ("none", "hwmon", "pixel6")
 #: trace markers written right after the reading before the workload and right before the one

@@ -399,7 +399,8 @@ class StudyPage:
         those on another CPU than the task's last one (``moved``), and ``pct``, their share (%)."""
         keys = ["variant", "workload", "iteration", "pid"]
         runs = self.df_runs()
-        runs = runs.assign(rank=runs["variant"].map(self._variant_rank())).sort_values(["rank", *keys[1:], "start"], kind="stable")
+        runs = runs.assign(rank=runs["variant"].map(self._variant_rank()))
+        runs = runs.sort_values(["rank", *keys[1:], "start"], kind="stable")
         same_task = (runs[keys] == runs[keys].shift()).all(axis=1)
         counted = pd.DataFrame({"variant": runs["variant"], "workload": runs["workload"], "switch_ins": same_task,
                                 "moved": same_task & (runs["cpu"] != runs["cpu"].shift())})
@@ -410,7 +411,7 @@ class StudyPage:
     def df_frequency_after_wakeup(self) -> pd.DataFrame:
         """Per variant and ``offset_ms`` after a wake-up from idle of the selected tasks, the mean
         frequency (``freq_mhz``) of the CPU it woke on over the ``wakeups`` whose CPU's frequency
-        was known then (:meth:`~lisa_ext.analysis.wakeup_frequency.WakeupFrequencyAnalysis.df_frequency_after_wakeup`)."""
+        was known then (``trace.ana.wakeup_frequency.df_frequency_after_wakeup``)."""
         df = per_run_analysis(self.campaign, "wakeup_frequency", "df_frequency_after_wakeup",
                               tasks=self.tasks or "comm:.")
         df = df.assign(offset_ms=(df["offset_s"] * 1e3).round(6), freq_mhz=df["freq_khz"] / 1e3)

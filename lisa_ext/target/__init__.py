@@ -27,8 +27,8 @@ from lisa_ext.target.protocol import BootImage, FirstBoot, Target, TargetCommand
 from lisa_ext.target.ssh_target import SshTarget
 
 __all__ = ["BootImage", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK", "FirstBoot", "Target", "TargetCommandError",
-           "TargetConfig", "connect", "first_boot_needs", "kernel_provenance", "lisa_platform_info", "llc_domains", "open_target", "platform_provenance",
-           "tool_versions", "tracefs_root"]
+           "TargetConfig", "connect", "first_boot_needs", "kernel_provenance", "lisa_platform_info", "llc_domains",
+           "open_target", "platform_provenance", "tool_versions", "tracefs_root"]
 
 #: the implementations of the protocol, most specific first
 IMPLEMENTATIONS = (BoardTarget, SshTarget, DevlibTarget)
