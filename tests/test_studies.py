@@ -16,7 +16,7 @@ STUDIES = [s for s in study.list_studies() if s.name != "quickstart"]
 RFC_STUDIES = {"iowait-boost", "wq-affinity", "teo-util", "ondemand-bursty", "idle-gating"}
 #: studies of our own, written with `lisa-ext study new` (docs/your-own-study.md): checked here
 #: like the others, not run by test_studies_smoke (no RFC to reproduce, no room in CI's budget)
-OWN_STUDIES = {"run-to-parity", "scx-vs-eevdf", "sugov-rate-limit"}
+OWN_STUDIES = {"migration-cost", "run-to-parity", "scx-vs-eevdf", "sugov-rate-limit"}
 #: studies of no RFC: what only a platform here can show (eas: the arm64 board)
 PLATFORM_STUDIES = {"eas"}
 
