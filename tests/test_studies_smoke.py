@@ -24,6 +24,7 @@ import pytest
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.store.reader import read_campaign
 from lisa_ext.rfc_numbers import load_rfc_numbers
+from lisa_ext.studies import energy
 from lisa_ext.study import find_study
 from lisa_ext.trace.cli import stats
 from perfetto_check import decode
@@ -125,6 +126,23 @@ def test_study_runs_at_smoke_size(name, board, tmp_path):
     assert check.seen["tables"] and (check.seen["svg_figures"] or check.seen["bokeh_plots"]), check.seen
     assert not check.findings, f"{name}: what a reader trips over on the page:\n{check.report()}"
     _check_perfetto_export(data, tmp_path)
+    _check_meter_against_trace(data)
+
+
+#: how far the trace's estimate of a run's power may be from the meter's, over the meter's window:
+#: one model through two paths (the emulation module's counters, the trace's residencies)
+METER_TOLERANCE = 0.10
+
+
+def _check_meter_against_trace(data: Path) -> None:
+    """On a metered, power-traced study the meter and the trace agree on each run's power: the
+    oracle that caught the meter dividing its energy by the host's seconds on the virtual clock
+    (a 4x gap on teo-util's smoke page)."""
+    power = energy.df_run_power(data).dropna()
+    for row in power.itertuples():
+        assert abs(row.trace_power_mw / row.meter_power_mw - 1) <= METER_TOLERANCE, (
+            f"{row.variant}/{row.workload}/{row.iteration}: meter {row.meter_power_mw:.1f} mW, "
+            f"trace {row.trace_power_mw:.1f} mW")
 
 
 def _check_perfetto_export(data: Path, tmp_path: Path) -> None:
