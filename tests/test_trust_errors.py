@@ -231,8 +231,9 @@ def workbench(tmp_path):
 
 
 @pytest.mark.parametrize("values, variants, knob_values", [
-    ("0,1", ["0", "1"], ["0", "1"]),
-    ("100,4", ["100", "4"], ["100", "4"]),
+    # a number is named after the knob's file: "0" would explain nothing on a page
+    ("0,1", ["sched-rr-timeslice-ms-0", "sched-rr-timeslice-ms-1"], ["0", "1"]),
+    ("100,4", ["sched-rr-timeslice-ms-100", "sched-rr-timeslice-ms-4"], ["100", "4"]),
     ("a b,c", ["a-b", "c"], ["a b", "c"]),
     ("true,false", ["true", "false"], ["true", "false"]),
 ])
