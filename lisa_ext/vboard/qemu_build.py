@@ -109,10 +109,19 @@ def build_dependencies_missing() -> list[str]:
     return [pkg for pkg in BUILD_PACKAGES if pkg not in installed]
 
 
+def _build_root(version: str) -> Path:
+    """The cache directory of the build from Debian's QEMU ``version`` (built or not)."""
+    return cache_root() / "qemu" / build_key(version)
+
+
+def _binary(arch: str, version: str) -> Path:
+    """Where that build's ``qemu-system-*`` of ``arch`` is."""
+    return _build_root(version) / "bin" / _TARGETS[arch][1]
+
+
 def is_built(arch: str) -> bool:
     """Whether the patched ``qemu-system-*`` of ``arch`` is in the cache (nothing is built)."""
-    return arch in _TARGETS and (cache_root() / "qemu" / build_key(debian_source_version()) / "bin"
-                                 / _TARGETS[arch][1]).is_file()
+    return arch in _TARGETS and _binary(arch, debian_source_version()).is_file()
 
 
 def virtual_clock_qemu(arch: str) -> Path:
@@ -121,10 +130,10 @@ def virtual_clock_qemu(arch: str) -> Path:
     if arch not in _TARGETS:
         raise UserError(f"board architecture {arch!r}: expected one of {', '.join(_TARGETS)}")
     version = debian_source_version()
-    root = cache_root() / "qemu" / build_key(version)
-    binary = root / "bin" / _TARGETS[arch][1]
+    binary = _binary(arch, version)
     if binary.is_file():
         return binary
+    root = _build_root(version)
     with _locked(root):
         if not binary.is_file():
             _build(version, root)
