@@ -291,8 +291,9 @@ class StudyPage:
         self.sample = not has_runs(wanted)
         self.campaign = workbench_path(*SAMPLE.split("/")) if self.sample else wanted
         self.wanted, self.smoke = wanted, smoke
-        variants = list(dict.fromkeys(r.variant for r in read_campaign(self.campaign).runs))
-        self.baseline = baseline if baseline in variants and not self.sample else variants[0]
+        #: the campaign's variants, in its order
+        self.variants = list(dict.fromkeys(r.variant for r in read_campaign(self.campaign).runs))
+        self.baseline = baseline if baseline in self.variants and not self.sample else self.variants[0]
         self._metrics = campaign_metrics(self.campaign, traces=False)
         self.tasks = tasks if not self.sample else SAMPLE_TASKS
         asked = [m for m in (metrics or {}) if m in TASK_METRICS]
@@ -356,8 +357,9 @@ class StudyPage:
         per_run: list[pd.Series] = []
         run = ["variant", "workload", "iteration"]
         if "tasks_freq_after_wakeup_10ms" in names:
-            after = per_run_analysis(self.campaign, "wakeup_frequency", "df_frequency_after_wakeup",
-                                     tasks=self.tasks or "comm:.", horizon_ms=10.0)
+            # the first 10 ms of the frame the frequency-after-wakeup figure draws: one computation
+            after = self._frequency_after_wakeup()
+            after = after[(after["offset_s"] * 1e3).round(6) <= 10]
             per_run.append((after.groupby(run, sort=False)["freq_khz"].mean() / 1e3)
                            .rename("tasks_freq_after_wakeup_10ms"))
         if "tasks_wakeup_lat_p99" in names:
@@ -412,8 +414,7 @@ class StudyPage:
         """Per variant and ``offset_ms`` after a wake-up from idle of the selected tasks, the mean
         frequency (``freq_mhz``) of the CPU it woke on over the ``wakeups`` whose CPU's frequency
         was known then (``trace.ana.wakeup_frequency.df_frequency_after_wakeup``)."""
-        df = per_run_analysis(self.campaign, "wakeup_frequency", "df_frequency_after_wakeup",
-                              tasks=self.tasks or "comm:.")
+        df = self._frequency_after_wakeup()
         df = df.assign(offset_ms=(df["offset_s"] * 1e3).round(6), freq_mhz=df["freq_khz"] / 1e3)
         out = df.groupby(["variant", "offset_ms"], sort=False).agg(
             freq_mhz=("freq_mhz", "mean"), wakeups=("freq_mhz", "count")).reset_index()
@@ -453,9 +454,14 @@ class StudyPage:
         return out.sort_values(["cpu"], kind="stable").sort_values(
             "variant", key=lambda v: v.map(self._variant_rank()), kind="stable").reset_index(drop=True)
 
+    def _frequency_after_wakeup(self) -> pd.DataFrame:
+        """``df_frequency_after_wakeup`` of the selected tasks (30 ms in 0.5 ms steps) in every traced run."""
+        return per_run_analysis(self.campaign, "wakeup_frequency", "df_frequency_after_wakeup",
+                                tasks=self.tasks or "comm:.")
+
     def _variant_rank(self) -> dict[str, int]:
         """The campaign's order of its variants."""
-        return {v: i for i, v in enumerate(dict.fromkeys(r.variant for r in read_campaign(self.campaign).runs))}
+        return {v: i for i, v in enumerate(self.variants)}
 
     def mechanism_figure(self, name: str, out_dir: str | os.PathLike) -> Path:
         """The mechanism figure ``name`` (:data:`MECHANISMS`) of the selected tasks, written as
