@@ -355,6 +355,44 @@ def _busy_ns(binary: Path | str, probe: Path, cpus: int, icount: list[str]) -> l
     return [int(ticks, 16) * 1e9 / freq for ticks in re.findall(r"ticks ([0-9a-f]{16})", out)]
 
 
+def _machine_tree(binary: Path | str, arch: str) -> str:
+    """``info qtree`` and ``info pci`` of the board's machine (its CPUs, memory, disks, NIC and, on
+    arm64, RNG), paused before its first instruction."""
+    from lisa_ext.vboard.qemu import QemuMachine, _machine_args
+
+    board = QemuMachine(kernel=Path("/dev/null"), cmdline="", rootfs=Path("/dev/null"), modules_disk=None,
+                        ssh_port=0, serial_log=Path("/dev/null"), pidfile=Path("/dev/null"),
+                        qmp_socket=Path("/dev/null"), arch=arch, clock="host",
+                        cpu="cortex-a53" if arch == "arm64" else QemuMachine.cpu)
+    devices = ["-drive", "file=/dev/null,if=virtio,format=raw,readonly=on",
+               "-netdev", "user,id=net0,restrict=on", "-device", "virtio-net-pci,netdev=net0"]
+    if arch == "arm64":
+        devices += ["-device", "virtio-rng-pci"]
+    requests = [{"execute": "qmp_capabilities"},
+                *({"execute": "human-monitor-command", "arguments": {"command-line": f"info {what}"}}
+                  for what in ("qtree", "pci")),
+                {"execute": "quit"}]
+    proc = subprocess.run([str(binary), *_machine_args(board), "-S", "-nodefaults", "-no-user-config",
+                           "-display", "none", "-vga", "none", *devices, "-qmp", "stdio"],
+                          input="".join(json.dumps(r) + "\n" for r in requests),
+                          capture_output=True, text=True, timeout=60)
+    texts = [reply["return"] for reply in map(json.loads, proc.stdout.splitlines())
+             if isinstance(reply.get("return"), str)]
+    assert len(texts) == 2 and all(texts), f"{binary}: {proc.stdout!r} {proc.stderr!r}"
+    return "".join(texts)
+
+
+@pytest.mark.vboard
+@pytest.mark.parametrize("arch", ["x86_64", "arm64"])
+def test_patched_binaries_build_the_boards_machine_as_stock_qemu_does(patched, arch):
+    # patch 0005 leaves the other machines out of the build: the board's must lose nothing
+    from lisa_ext.vboard.qemu import QEMU_BINARIES
+
+    tree = _machine_tree(patched[arch], arch)
+    assert "virtio-net-pci" in tree and "virtio-blk-pci" in tree
+    assert tree == _machine_tree(QEMU_BINARIES[arch], arch)
+
+
 @pytest.mark.vboard
 def test_patched_binaries_report_the_per_vcpu_clock(patched):
     for binary in patched.values():

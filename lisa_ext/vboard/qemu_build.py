@@ -13,8 +13,8 @@ virtual clock", says why and what it makes exact.
 ``qemu-system-aarch64``, building both once into ``$LISA_EXT_CACHE/qemu/<key>/``
 (key: the patches and the Debian source version) from Debian's QEMU source
 package, the version of the installed ``qemu-system-x86``, with its patches
-applied, then ours; only the two system emulators, with what the board does not
-use left out. Firmware comes from the Debian packages' directories.
+applied, then ours; only the two system emulators and their boards' machines (q35,
+virt), with what the boards do not use left out. Firmware comes from the Debian packages' directories.
 :func:`icount_args` are the arguments that switch the clock on.
 """
 
