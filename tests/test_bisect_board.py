@@ -26,8 +26,8 @@ import pytest
 
 from vboard_helpers import REPO, require_board_capabilities
 
-# ~20 min on a loaded 2-core host (docs/bisect.md): run by hand, `make test-bisect`
-pytestmark = [pytest.mark.vboard, pytest.mark.manual]
+# in make test's second board process (scripts/run-tests.sh); alone: `make test-bisect`
+pytestmark = pytest.mark.vboard
 
 SERIES = REPO / "kernels" / "bisect-series"
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
