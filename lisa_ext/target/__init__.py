@@ -50,7 +50,7 @@ def first_boot_needs(config: TargetConfig | str | os.PathLike) -> FirstBoot | No
     if not isinstance(config, TargetConfig):
         config = TargetConfig.load(config)
     impl = next(impl for impl in IMPLEMENTATIONS if impl.serves(config))
-    return getattr(impl, "first_boot_needs", lambda _config: None)(config)
+    return impl.first_boot_needs(config)
 
 
 def connect(config: TargetConfig | str | os.PathLike) -> Any:

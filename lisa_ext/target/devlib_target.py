@@ -37,7 +37,8 @@ from lisa_ext.compat import import_lisa
 from lisa_ext.errors import UserError
 from lisa_ext.ssh import Endpoint, Trust, open_paramiko
 from lisa_ext.target.config import TargetConfig
-from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, machine_arch, refuse_clock
+from lisa_ext.target.protocol import (BootImage, FirstBoot, TargetCommandError, TargetTimeout, machine_arch,
+                                      refuse_clock)
 from lisa_ext.workbench import cache_root
 
 __all__ = ["DevlibTarget", "close_connection", "connect_lisa", "private_directory", "reconnect_lisa"]
@@ -254,6 +255,11 @@ class DevlibTarget:
     @classmethod
     def serves(cls, config: TargetConfig) -> bool:
         return config.kind in ("host", "android")
+
+    @classmethod
+    def first_boot_needs(cls, config: TargetConfig) -> FirstBoot | None:
+        """Nothing: this machine and a phone run the kernel they have."""
+        return None
 
     @classmethod
     def open(cls, config: TargetConfig) -> "DevlibTarget":

@@ -25,7 +25,8 @@ from lisa_ext.ssh import SSH_FAILED, Endpoint, HostKeyError, SshClient
 from lisa_ext.staged_modules import modules_tarball
 from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.devlib_target import close_connection, connect_lisa, reconnect_lisa
-from lisa_ext.target.protocol import BootImage, TargetCommandError, TargetTimeout, machine_arch, refuse_clock
+from lisa_ext.target.protocol import (BootImage, FirstBoot, TargetCommandError, TargetTimeout, machine_arch,
+                                      refuse_clock)
 
 __all__ = ["SshTarget", "merge_cmdline"]
 
@@ -88,6 +89,11 @@ class SshTarget:
     @classmethod
     def serves(cls, config: TargetConfig) -> bool:
         return config.kind == "linux"
+
+    @classmethod
+    def first_boot_needs(cls, config: TargetConfig) -> FirstBoot | None:
+        """Nothing: a Linux board runs the kernel it has until a campaign deploys one."""
+        return None
 
     @classmethod
     def open(cls, config: TargetConfig) -> "SshTarget":
