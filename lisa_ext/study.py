@@ -492,7 +492,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 #: measured on this project's 2-core machine, otherwise idle, from an empty cache (docs/your-own-study.md)
-_FIRST_BUILD = "about 17 min on 2 idle cores: the kernel 10, QEMU 6.5"
+_FIRST_BUILD = "about 15 min on 2 idle cores: the kernel 10, QEMU 5"
 
 
 def first_board_note(spec) -> str | None:
