@@ -59,7 +59,7 @@ board_cache() {  # CACHE: another board's cache, whose kernels, ccache, tools an
 }
 
 started=$SECONDS
-board_markers="vboard and not arm64 and not manual"  # manual: by hand (docs/sched-ext.md)
+board_markers="vboard and not arm64 and not manual"  # manual: by hand (make test-bisect, docs/sched-ext.md)
 run build "$board_markers" "$@" "${build_tests[@]}"
 build_rc=$?
 board_then_arm64() {  # the first board's tests, then the arm64 board's on the core it freed
