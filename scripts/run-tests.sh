@@ -8,7 +8,7 @@
 #           board test waits for, built on both cores
 #   board   the studies at smoke size (but one) and the board's own checks, on the cache's board
 #   host    every test without the vboard marker, beside `board`; then
-#   board2  the other board tests and one smoke study, on a second board beside `board`: its own cache
+#   board2  the other board tests and two smoke studies, on a second board beside `board`: its own cache
 #           ($cache-board2, sharing the kernel, tool and QEMU builds and ccache) and SSH port
 #   arm64   the arm64 board's tests (marker arm64; LISA_EXT_TEST_ARM64=0 leaves them out), once
 #           `board` is done: its kernels are cross-built on the core `board` used, its own cache
@@ -35,10 +35,13 @@ ignored=()
 for t in "${build_tests[@]}" "${board_tests[@]}"; do
     [ "$t" = tests/test_studies_smoke.py ] || ignored+=(--ignore "$t")
 done
-# one smoke study runs on board2, which would otherwise end ~15 min before board + arm64 (CI at
-# 79 min: build 0.3, board 60 then arm64 17; host 26 then board2 35); tests/test_studies_smoke.py
-# reads the split from LISA_EXT_TEST_SMOKE_STUDIES
-second_board_smoke=ondemand-bursty
+# two smoke studies run on board2, so that both cores' lanes end together. From an empty cache
+# (5cadfd5, 85.7 min): build 15.4, board 43.8 then arm64 25.1 (its kernel cross-build and rootfs
+# 13.3 of it); host 26.9 then board2 ~26.6 without the bisect test. With wq-affinity (~8.5 min,
+# runtime knobs only, so no kernel to deploy) moved here, both lanes end near minute 77-80; a warm
+# cache (CI at cd9abf0: board 42.0 then arm64 12.2, host 26.3 then board2 25.9) ends near 61.
+# tests/test_studies_smoke.py reads the split from LISA_EXT_TEST_SMOKE_STUDIES
+second_board_smoke=ondemand-bursty,wq-affinity
 
 run() {  # NAME MARKER ARGS...: one pytest, its lines prefixed with NAME
     local name=$1 marker=$2
