@@ -185,6 +185,36 @@ def test_the_build_key_follows_the_patch_and_the_source_version(monkeypatch, tmp
     assert qemu_build.build_key("1:7.2+dfsg-7+deb12u18") != key
 
 
+def _step(tmp_path: Path, script: str) -> list[str]:
+    path = tmp_path / "step.sh"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return [str(path)]
+
+
+def test_a_step_that_fails_printing_nothing_runs_once_more(tmp_path):
+    # the first run leaves a config.log and a marker, says nothing and fails; the second passes
+    step = _step(tmp_path, "if [ -e ran ]; then echo configured; exit 0; fi\n"
+                           "touch ran; echo 'checking cc: broken' > config.log; exit 3\n")
+    log_path = tmp_path / "build.log"
+    with open(log_path, "w") as log:
+        qemu_build._run(step, tmp_path, log, log_path, "configure", attempts=2)
+    text = log_path.read_text()
+    assert text.count("$ " + step[0]) == 2
+    assert "checking cc: broken" in text and "configure ended with exit status 3 and printed nothing" in text
+    assert text.rstrip().endswith("configured")
+
+
+def test_a_step_that_says_why_it_failed_is_not_run_again(tmp_path):
+    step = _step(tmp_path, "echo run >> runs; echo 'ERROR: no C compiler'; exit 1\n")
+    log_path = tmp_path / "build.log"
+    with open(log_path, "w") as log, pytest.raises(UserError) as raised:
+        qemu_build._run(step, tmp_path, log, log_path, "configure", attempts=2)
+    assert str(raised.value) == f"building the virtual-clock QEMU failed at configure (exit status 1); see {log_path}"
+    assert (tmp_path / "runs").read_text() == "run\n"
+    assert "ERROR: no C compiler" in log_path.read_text()
+
+
 def test_icount_args_select_the_per_vcpu_clock():
     args = qemu_build.icount_args()
     icount = dict(item.split("=") for item in args[args.index("-icount") + 1].split(","))

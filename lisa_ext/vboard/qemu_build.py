@@ -177,7 +177,7 @@ def _build(version: str, root: Path) -> None:
             # changes then recompiles only what the patch touched
             env.setdefault("CCACHE_BASEDIR", str(src))
             configure.append("--cc=ccache cc")
-        _run(configure, build, log, log_path, "configure", env)
+        _run(configure, build, log, log_path, "configure", env, attempts=2)
         jobs = str(max(1, os.cpu_count() or 1))
         _run(["nice", "-n", "5", "ninja", "-j", jobs, *(name for _, name in _TARGETS.values())], build, log, log_path,
              "ninja", env)
@@ -203,13 +203,31 @@ def _fetch_source(version: str, into: Path, log, log_path: Path) -> Path:
     return trees[0]
 
 
-def _run(cmd: list[str], cwd: Path, log, log_path: Path, step: str, env: dict[str, str] | None = None) -> None:
-    log.write(f"\n$ {' '.join(cmd)}\n")
-    log.flush()
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    except FileNotFoundError:
-        raise UserError(f"building the virtual-clock QEMU needs {cmd[0]} "
-                        "(run: bash scripts/install-system-packages.sh)") from None
-    if proc.returncode != 0:
-        raise UserError(f"building the virtual-clock QEMU failed at {step}; see {log_path}")
+def _run(cmd: list[str], cwd: Path, log, log_path: Path, step: str, env: dict[str, str] | None = None,
+         attempts: int = 1) -> None:
+    """Run one build step into the log. A step that fails having printed nothing is run again, up
+    to ``attempts`` times: configure once ended so from an empty cache (exit status unrecorded, its
+    tree deleted with the scratch) and passed on every rerun, by hand and under pytest."""
+    for attempt in range(1, attempts + 1):
+        log.write(f"\n$ {' '.join(cmd)}\n")
+        log.flush()
+        printed_from = log_path.stat().st_size
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        except FileNotFoundError:
+            raise UserError(f"building the virtual-clock QEMU needs {cmd[0]} "
+                            "(run: bash scripts/install-system-packages.sh)") from None
+        if proc.returncode == 0:
+            return
+        status = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+        silent = log_path.stat().st_size == printed_from
+        # configure writes what went wrong to its config.log, inside the scratch tree deleted next
+        config_log = cwd / "config.log"
+        if config_log.is_file():
+            log.write(f"# {step}: the last lines of {config_log.name}\n")
+            log.writelines(config_log.read_text(errors="replace").splitlines(keepends=True)[-40:])
+        if silent and attempt < attempts:
+            log.write(f"# {step} ended with {status} and printed nothing: running it again\n")
+            continue
+        log.flush()
+        raise UserError(f"building the virtual-clock QEMU failed at {step} ({status}); see {log_path}")
