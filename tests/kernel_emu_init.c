@@ -6,7 +6,10 @@
  * idles in periods of 0.2, 1.2 and 4 ms (over the 4 ms ones, prints "SLEEPS
  * <count> <runtime_ns> <late_ns>": the runtime the sleeping task was charged
  * from just before each sleep to just after it, and how much longer than
- * asked the sleeps took), runs a 300 ms busy burst, prints
+ * asked the sleeps took), sleeps 70 times 4 ms more, printing its PELT
+ * signals every tenth time after the first 30 ("PELT <util_avg>
+ * <runnable_avg>" from /proc/self/sched: whether the woken task's wait for an
+ * exit latency counts as runnable time), runs a 300 ms busy burst, prints
  * every file matching the globs in /dump as "FILE path: content" and powers
  * off. Built with gcc -static by the test. The burst prints how many loop
  * iterations it did ("BURST 1 N"); with /knobs2 (same format as /knobs), those
@@ -125,6 +128,24 @@ static unsigned long long runtime_ns(void)
 	if (fd >= 0) close(fd);
 	buf[n > 0 ? n : 0] = 0;
 	return strtoull(buf, NULL, 10);
+}
+
+/* the calling task's PELT signal NAME ("se.avg.util_avg", ...) from /proc/self/sched; -1 if absent */
+static long pelt(const char *name)
+{
+	char line[256];
+	long value = -1;
+	size_t len = strlen(name);
+	FILE *f = fopen("/proc/self/sched", "r");
+
+	while (f && fgets(line, sizeof line, f)) {
+		if (strncmp(line, name, len) == 0 && line[len] == ' ') {
+			char *colon = strchr(line, ':');
+			value = colon ? strtol(colon + 1, NULL, 10) : -1;
+		}
+	}
+	if (f) fclose(f);
+	return value;
 }
 
 static long long now_ns(void)
@@ -275,6 +296,12 @@ int main(void)
 		sleeps++;
 	}
 	printf("SLEEPS %d %llu %lld\n", sleeps, charged, late);
+	/* 4 ms sleeps: after 120 ms (four PELT half-lives), the task's signals every 40 ms */
+	for (int i = 0; i < 70; i++) {
+		usleep(4000);
+		if (i >= 30 && i % 10 == 9)
+			printf("PELT %ld %ld\n", pelt("se.avg.util_avg"), pelt("se.avg.runnable_avg"));
+	}
 	burst(1);
 	if (access("/knobs2", R_OK) == 0) {
 		write_knobs("/knobs2");

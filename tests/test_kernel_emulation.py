@@ -1,9 +1,10 @@
 """The platform-emulation modules on a real boot of the built kernel (QEMU TCG).
 
 A static /init in an initramfs loads lisa_emu_cpuidle and lisa_emu_cpufreq,
-idles and runs a busy burst, then prints sysfs. QEMU gets the virtual board's
-CPU model and the kernel its TSC setting, on which schedutil's fast switching
-depends. Expected idle states and OPPs
+idles and runs a busy burst, then prints sysfs. QEMU is the virtual board's
+(the patched build, on its virtual clock, so that host load does not stretch
+the guest's time), with the board's CPU model, and the kernel gets its TSC
+setting, on which schedutil's fast switching depends. Expected idle states and OPPs
 are read from the SoCs' device trees in the kernel tree itself
 (rk3399-base.dtsi, rk3399.dtsi, hi3660.dtsi), not from the module sources.
 The patched kernels' knobs (schedutil iowait_boost_cap, teo util_awareness)
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from lisa_ext.kernel.build import build_variant
+from lisa_ext.vboard import qemu_build
 from lisa_ext.vboard.board import BoardSettings
 from vboard_helpers import debugfs_records
 
@@ -73,7 +75,8 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
         subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], input="\n".join(files).encode(),
                        cwd=root, stdout=fh, check=True)
     r = subprocess.run(
-        ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", BoardSettings().qemu_cpu,
+        [str(qemu_build.virtual_clock_qemu("x86_64")), *qemu_build.icount_args(),
+         "-machine", "q35", "-accel", "tcg", "-cpu", BoardSettings().qemu_cpu,
          "-smp", "4,sockets=2,cores=2",
          "-m", "512", "-nographic", "-no-reboot", "-kernel", str(art.image), "-initrd", str(initrd),
          "-append", f"console=ttyS0 rdinit=/init panic=-1 loglevel=7 tsc=reliable {cmdline}"],
@@ -89,6 +92,7 @@ def boot(art, init: Path, tmp: Path, params: tuple[str, str], cmdline: str,
     found.update({f"KNOB {m.group(1)}": m.group(2) for m in re.finditer(r"^KNOB (\S+ \S+): (.*)$", out, re.M)})
     found.update({f"BURST {m.group(1)}": m.group(2) for m in re.finditer(r"^BURST (\d) (\d+)$", out, re.M)})
     found.update({"SLEEPS": m.group(1) for m in re.finditer(r"^SLEEPS (\d+ \d+ -?\d+)$", out, re.M)})
+    found["PELT"] = [tuple(map(int, m.groups())) for m in re.finditer(r"^PELT (-?\d+) (-?\d+)$", out, re.M)]
     found.update({f"SPEED {m.group(1)}": m.group(2) for m in re.finditer(r"^SPEED (BEFORE|AFTER) (.*)$", out, re.M)})
     found["CONSOLE"] = out
     return found
@@ -177,7 +181,7 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     halted (most of it on a quiet host), and done clearly less work than over the first
     (f / f_max = 0.29 of it on a quiet host; a loaded one makes a TCG guest's speed vary between
     bursts, bench/vboard_calibration.py measures it); the deep states' exit latencies must have
-    been held, and not charged to the task they woke."""
+    been held, and not charged to the task they woke, as running or as runnable time."""
     timing = "/sys/module/lisa_emu_{}/parameters/timing"
     lowest = [f"{CPU}/cpufreq/{p}/{k}" for p in ("policy0", "policy2")
               for k in ("scaling_governor userspace", "scaling_setspeed 408000")]
@@ -197,11 +201,11 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
           f"dropped {dropped / 1e6:.1f} ms; work vs the decisions burst {work:.3f} (408 / 1416 = 0.288)")
     # What the module owed for the burst's useful time is the OPP's (paid, dropped beyond the
     # debt cap, or still owed), and the CPUs paid it halted for a good part of their useful time
-    # (2.4x it on a quiet host, 0.62x in a CI run beside two boards and the host's tests, whose
-    # delayed guest timers made 730 ms of debt overflow the cap; a module that never halts pays
-    # 0). Not their precision, nor how much work the burst did against the other: a busy host
-    # also gives the two bursts different speeds (bench/vboard_calibration.py measures the
-    # precision on a quiet host).
+    # (0.58x on the virtual clock, 722 ms dropped; on the host's clock 2.4x on a quiet host and
+    # 0.62x in a CI run beside two boards and the host's tests, where delayed guest timers made
+    # 730 ms of debt overflow the cap; a module that never halts pays 0). Not their precision,
+    # nor how much work the burst did against the other (bench/vboard_calibration.py measures
+    # the precision).
     assert (stalled + dropped + owed) / useful == pytest.approx(1416 / 408 - 1, rel=0.1)
     assert stalled > 0.25 * useful
     assert work < 0.6
@@ -215,12 +219,22 @@ def test_faithful_timing_pays_opp_speed_and_exit_latency(baseline, init_binary, 
     # The hold comes after the waking interrupt ran; the woken task must not be charged it as
     # running time (kernels/patches/board/0002-*): over its 4 ms sleeps, the runtime charged from
     # just before each sleep to just after it is the syscalls', a small part of the sleeps'
-    # lateness, which includes the holds: 0.15 of it here on a quiet host, 0.39 in a CI-like run
-    # beside the host's tests (the syscalls' guest time grows with host load on the host's clock),
-    # 0.54 on a quiet host with a kernel without that patch.
+    # lateness, which includes the holds: 0.03 of it on the virtual clock (17 of 610 us); on the
+    # host's clock 0.15 on a quiet host, 0.39-0.46 on a loaded one, and 0.54 on a quiet host with
+    # a kernel without that patch.
     sleeps, charged_ns, late_ns = map(int, sysfs["SLEEPS"].split())
     print(f"{sleeps} sleeps of 4 ms: {late_ns / sleeps / 1e3:.0f} us late, {charged_ns / sleeps / 1e3:.0f} us charged")
     assert 0 < charged_ns < 0.45 * late_ns
+    # Nor must it be runnable time: on silicon the task was still asleep (0002-* ages the tasks
+    # queued during a hold as asleep). Read four times while the init sleeps 4 ms at a time, the
+    # task's runnable_avg must not exceed its util_avg by util_est's margin (10: above it
+    # util_est_update() never lets the task's estimate fall). Without the ageing it exceeded it
+    # by 24-119 in every reading of three boots on the host's clock (second smallest 64-74); with
+    # it by 0-4, on either clock. The second smallest, so that one reading's stray wake-up cannot
+    # decide.
+    excess = sorted(runnable - util for util, runnable in sysfs["PELT"])
+    print(f"runnable_avg - util_avg while sleeping 4 ms at a time: {excess}")
+    assert len(excess) == 4 and excess[1] < 10, sysfs["PELT"]
 
 
 def test_iowait_boost_cap_knob(init_binary, tmp_path):

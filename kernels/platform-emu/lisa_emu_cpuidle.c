@@ -28,18 +28,19 @@
  * before the hold (on the SoC it runs after the exit) and left the next
  * schedule() its rq clock from before it: the hold ends with
  * sched_idle_exit_latency_paid() (board-support patch
- * kernels/patches/board/0002-*), which refreshes that clock, so that the woken
- * task's runtime and PELT utilisation start after the exit, not at the
- * interrupt (without it, a task woken from RK3399's cluster-sleep is charged
- * the 900 us hold as running time). The residency the cpuidle core measures
- * includes the hold, as it includes the exit on the SoC (menu and teo
- * subtract the exit latency from it themselves). How (lisa_emu_cost.h for
- * the halt): every state has CPUIDLE_FLAG_RCU_IDLE, so ->enter() tells RCU
- * itself: each halt runs between ct_cpuidle_enter() and ct_cpuidle_exit()
- * (RCU not watching, as the core would do it), and arming the hrtimer runs
- * between the halts with RCU watching, as timer code needs. Interrupts
- * arriving during the hold are handled at once (on the SoC they would wait
- * for the exit to finish); the hold is not cut short by them. Latencies under
+ * kernels/patches/board/0002-*), which refreshes that clock and ages the tasks
+ * queued during the hold as asleep, so that the woken task's runtime and PELT
+ * signals start after the exit, not at the interrupt (without it, a task woken
+ * from RK3399's cluster-sleep is charged the 900 us hold as running time, and
+ * as runnable time, which keeps its util_est from falling). The residency
+ * the cpuidle core measures includes the hold, as it includes the exit on the
+ * SoC (menu and teo subtract the exit latency from it themselves). How
+ * (lisa_emu_cost.h for the halt): every state has CPUIDLE_FLAG_RCU_IDLE, so
+ * ->enter() tells RCU itself: each halt runs between ct_cpuidle_enter() and
+ * ct_cpuidle_exit() (RCU not watching, as the core would do it), and arming
+ * the hrtimer runs between the halts with RCU watching, as timer code needs.
+ * Interrupts arriving during the hold are handled at once (on the SoC they
+ * would wait for the exit to finish); the hold is not cut short by them. Latencies under
  * EMU_MIN_HOLD_NS (WFI's 1 us) are not paid: a TCG halt and wake-up costs the
  * guest more than that already. timing=decisions pays nothing: every state
  * is a plain halt (HLT, WFI), as before this mechanism existed.
