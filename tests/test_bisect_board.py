@@ -26,9 +26,7 @@ import pytest
 
 from vboard_helpers import REPO, require_board_capabilities
 
-# by hand, `make test-bisect`: in a fresh CI its ends needed the bound of 9 runs each to separate
-# (docs/bisect.md, "The test")
-pytestmark = [pytest.mark.vboard, pytest.mark.manual]
+pytestmark = pytest.mark.vboard
 
 SERIES = REPO / "kernels" / "bisect-series"
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
