@@ -36,7 +36,7 @@ for t in "${build_tests[@]}" "${board_tests[@]}"; do
     [ "$t" = tests/test_studies_smoke.py ] || ignored+=(--ignore "$t")
 done
 # two smoke studies run on board2, so that both cores' lanes end together. From an empty cache
-# (bb6082d, 90.2 min, with the bisect test on board): build 16.2; board 40.3 (the bisect test
+# (a8ff359, 90.2 min, with the bisect test on board): build 16.2; board 40.3 (the bisect test
 # 7.8 of it) then arm64 26.7; host 27.9 then board2 44.6 (wq-affinity 9.3, ondemand-bursty 8.7,
 # teo-util 6.3). Without the bisect test and with teo-util here, both lanes end near minute 82.
 # tests/test_studies_smoke.py reads the split from LISA_EXT_TEST_SMOKE_STUDIES
