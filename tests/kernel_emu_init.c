@@ -130,22 +130,23 @@ static unsigned long long runtime_ns(void)
 	return strtoull(buf, NULL, 10);
 }
 
-/* the calling task's PELT signal NAME ("se.avg.util_avg", ...) from /proc/self/sched; -1 if absent */
-static long pelt(const char *name)
+/* the calling task's util_avg and runnable_avg, from one read of /proc/self/sched (-1 if absent) */
+static void pelt(long *util, long *runnable)
 {
 	char line[256];
-	long value = -1;
-	size_t len = strlen(name);
 	FILE *f = fopen("/proc/self/sched", "r");
 
+	*util = *runnable = -1;
 	while (f && fgets(line, sizeof line, f)) {
-		if (strncmp(line, name, len) == 0 && line[len] == ' ') {
-			char *colon = strchr(line, ':');
-			value = colon ? strtol(colon + 1, NULL, 10) : -1;
-		}
+		char *colon = strchr(line, ':');
+
+		if (!colon) continue;
+		if (strncmp(line, "se.avg.util_avg ", 16) == 0)
+			*util = strtol(colon + 1, NULL, 10);
+		else if (strncmp(line, "se.avg.runnable_avg ", 20) == 0)
+			*runnable = strtol(colon + 1, NULL, 10);
 	}
 	if (f) fclose(f);
-	return value;
 }
 
 static long long now_ns(void)
@@ -299,8 +300,12 @@ int main(void)
 	/* 4 ms sleeps: after 120 ms (four PELT half-lives), the task's signals every 40 ms */
 	for (int i = 0; i < 70; i++) {
 		usleep(4000);
-		if (i >= 30 && i % 10 == 9)
-			printf("PELT %ld %ld\n", pelt("se.avg.util_avg"), pelt("se.avg.runnable_avg"));
+		if (i >= 30 && i % 10 == 9) {
+			long util, runnable;
+
+			pelt(&util, &runnable);
+			printf("PELT %ld %ld\n", util, runnable);
+		}
 	}
 	burst(1);
 	if (access("/knobs2", R_OK) == 0) {
