@@ -46,3 +46,26 @@ def test_trace_cmd_exiting_before_it_records_is_said_with_its_status(target, tmp
                                output=str(tmp_path / "trace.dat"), trace_cmd="false"):
             pytest.fail("the block ran without a recording")
     assert not Path(f"{TRACEFS}/instances/{instance}").exists()
+
+
+def test_grace_periods_are_expedited_only_while_trace_cmd_starts_and_stops(target, tmp_path):
+    """trace-cmd clears every subsystem's filter as it starts and stops, a grace period each:
+    expedited then (seen by trace-cmd itself, through a wrapper), the kernel's own setting while
+    the block runs and afterwards, and the command putting it back handed to the runner's journal."""
+    switch = Path(tracing.RCU_EXPEDITED)
+    if switch.read_text().strip() != "0" or not os.access(switch, os.W_OK):
+        pytest.skip(f"{switch} is not a writable 0 on this machine")
+    wrapper = tmp_path / "trace-cmd"
+    wrapper.write_text(f"#!/bin/sh\ncat {switch} >{tmp_path}/at-start\n"
+                       f"trap 'cat {switch} >{tmp_path}/at-stop' INT\ntrace-cmd \"$@\"\n")
+    wrapper.chmod(0o755)
+    cleanups: list[str] = []
+    instance = f"{tracing.INSTANCE_PREFIX}test{os.getpid()}"
+    with tracing.recording(target, tracefs=TRACEFS, instance=instance, events=("sched:sched_switch",),
+                           output=str(tmp_path / "trace.dat"), trace_cmd=str(wrapper),
+                           on_cleanup=cleanups.append):
+        assert switch.read_text().strip() == "0"  # the workload runs with the kernel's own setting
+    assert switch.read_text().strip() == "0"
+    assert (tmp_path / "at-start").read_text().strip() == "1"
+    assert (tmp_path / "at-stop").read_text().strip() == "1"
+    assert cleanups == [f"echo 0 >{switch}"]

@@ -81,15 +81,17 @@ def start(target, command: str, *, as_root: bool = False,
     return bg
 
 
-def signal_group(target, pid: int, sig: int) -> None:
-    """Send ``sig`` to the process group led by ``pid`` (or to ``pid`` alone) on the target.
+def signal_group(target, pid: int, sig: int, *, first: str = "") -> None:
+    """Send ``sig`` to the process group led by ``pid`` (or to ``pid`` alone) on the target;
+    ``first``, a shell command of the caller's own, runs just before in the same shell.
 
     devlib's own ``BackgroundCommand.send_signal`` runs ``busybox kill -SIG -- -PGID`` over SSH,
     which busybox rejects ("invalid number '--'"), and dash's ``kill`` has no ``--`` either:
     ``kill -SIG -PGID`` works with both.
     """
-    target.execute(f"kill -{int(sig)} -{int(pid)} 2>/dev/null || kill -{int(sig)} {int(pid)} 2>/dev/null || true",
-                   as_root=True, check_exit_code=False)
+    before = f"{first}; " if first else ""
+    target.execute(f"{before}kill -{int(sig)} -{int(pid)} 2>/dev/null || kill -{int(sig)} {int(pid)} 2>/dev/null "
+                   "|| true", as_root=True, check_exit_code=False)
 
 
 def wait(target, bg, timeout_s: float | None, what: str) -> int:
@@ -106,10 +108,11 @@ def wait(target, bg, timeout_s: float | None, what: str) -> int:
         time.sleep(0.05)
 
 
-def stop(target, bg, sig: int = signal.SIGINT, grace_s: float = 30) -> int:
-    """Ask a background command to stop with ``sig``; kill it if it ignores the request."""
+def stop(target, bg, sig: int = signal.SIGINT, grace_s: float = 30, *, first: str = "") -> int:
+    """Ask a background command to stop with ``sig``; kill it if it ignores the request.
+    ``first`` is :func:`signal_group`'s."""
     if bg.poll() is None:
-        signal_group(target, bg.pid, sig)
+        signal_group(target, bg.pid, sig, first=first)
     try:
         return wait(target, bg, grace_s, "stopping")
     except CommandTimeout:

@@ -463,7 +463,8 @@ class CampaignRunner:
         tracing_from = time.monotonic()
         with tracing.recording(self.lisa_target, tracefs=self.tracefs, instance=instance,
                                events=trace.events, output=output,
-                               buffer_size_kb=trace.buffer_size_kb, on_pid=self.session.note_pid):
+                               buffer_size_kb=trace.buffer_size_kb, on_pid=self.session.note_pid,
+                               on_cleanup=self.session.note_cleanup):
             _add_phase(meta, "tracing", tracing_from)
             metrics = run_workload()
             tracing_from = time.monotonic()

@@ -115,7 +115,7 @@ class TargetSession:
         self._save()
 
     def note_cleanup(self, command: str) -> None:
-        """A command that undoes what is about to be set up (a dm-crypt device, a loop)."""
+        """A command that undoes what is about to be set up (a dm-crypt device, a loop, a kernel switch)."""
         self._record["cleanups"].append(command)
         self._save()
 
