@@ -203,6 +203,19 @@ def test_stored_copy_matches_the_runs_not_the_report_settings(tmp_path):
     assert not stored_spec_matches(smoke, load_yaml(tmp_path / "m.yml", "spec"), legacy=False)
 
 
+def test_a_smoke_override_of_null_removes_the_option(tmp_path):
+    """pgbench's smoke run by its transactions instead of its seconds: duration-s: null leaves the
+    full run's -T out, so the two lengths never meet (they exclude each other)."""
+    pg = GOOD + "  - {name: pg, kind: pgbench, duration-s: 10, clients: 4}\n"
+    smoke = load_spec(write_spec(tmp_path / "s.yml", pg + "smoke: {workloads: {pg: {duration-s: null, "
+                                 "transactions: 20}}}\n"), smoke=True)
+    assert smoke.workloads[-1].options == {"clients": 4, "transactions": 20}
+    assert load_spec(tmp_path / "s.yml").workloads[-1].options == {"duration-s": 10, "clients": 4}
+    with pytest.raises(SpecError, match=r"workloads\[2\]\.duration-s: expected exactly one of duration-s"):
+        load_spec(write_spec(tmp_path / "both.yml", pg + "smoke: {workloads: {pg: {transactions: 20}}}\n"),
+                  smoke=True)
+
+
 def test_resuming_with_another_board_timing_is_one_error(tmp_path):
     """A campaign's runs are never a mix of timings: resuming with another is refused, naming it."""
     from lisa_ext.campaign.runner import CampaignRunner

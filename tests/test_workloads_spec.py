@@ -46,6 +46,9 @@ def test_every_kind_is_registered():
     ("    kind: pgbench\n    duration-s: 5\n    server-settings: {port: 5433}\n", "workloads[0].server-settings",
      "set by lisa-ext itself"),
     ("    kind: pgbench\n    duration-s: 5\n    clients: two\n", "workloads[0].clients", "expected integer"),
+    ("    kind: pgbench\n    duration-s: 5\n    transactions: 20\n", "workloads[0].duration-s",
+     "expected exactly one of duration-s (-T) and transactions (-t)"),
+    ("    kind: pgbench\n    clients: 4\n", "workloads[0].duration-s", "neither is set"),
     ("    kind: cyclictest\n    duration-s: 5\n    priority: 120\n", "workloads[0].priority", "expected an integer from 1 to 99"),
     ("    kind: hackbench\n    mode: fibre\n", "workloads[0].mode", "must be process or thread"),
     ("    kind: fio\n    options: {rw: read}\n    dm-crypt: {backing: loop, flags: [fast]}\n",
@@ -77,6 +80,8 @@ def test_commands_built_from_options(tmp_path):
     spec = _load(tmp_path, "    kind: pgbench\n    duration-s: 30\n    select-only: true\n    no-vacuum: true\n"
                            "    rate: 10\n    clients: 44\n")
     assert make_workload(spec.workloads[0]).pgbench_args() == "-T 30 -c 44 -j 1 -S -n -R 10"
+    spec = _load(tmp_path, "    kind: pgbench\n    transactions: 20\n    clients: 4\n    threads: 4\n")
+    assert make_workload(spec.workloads[0]).pgbench_args() == "-t 20 -c 4 -j 4"
     spec = _load(tmp_path, "    kind: ebizzy\n    duration-s: 10\n    cpu: 1\n    sleep-after-records: 50\n"
                            "    sleep-us: 1000\n")
     assert make_workload(spec.workloads[0]).command({}) == "taskset -c 1 ebizzy -t 1 -S 10 -a 50 -i 1000"

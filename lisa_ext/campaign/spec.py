@@ -132,7 +132,7 @@ _REPORT_SCHEMA = {
 
 _SMOKE_SCHEMA = {
     "iterations": Field((int,), "iterations of a smoke run", bounds=(1, MAX_ITERATIONS)),
-    "workloads": Field((dict,), "per workload name: options replacing the spec's"),
+    "workloads": Field((dict,), "per workload name: options replacing the spec's (null removes one)"),
 }
 
 _TRACE_SCHEMA = {
@@ -328,9 +328,16 @@ def _apply_smoke(path: Path, doc: dict) -> dict:
         if not isinstance(options, dict):
             raise SpecError(path, f"smoke.workloads.{name}", "expected a mapping of options")
     # a name that is not text is for the workload check to name
-    doc["workloads"] = [{**w, **overrides.get(w.get("name"), {})} if isinstance(w, dict)
+    doc["workloads"] = [_overridden(w, overrides.get(w.get("name"), {})) if isinstance(w, dict)
                         and isinstance(w.get("name"), str) else w for w in doc.get("workloads") or []]
     return doc
+
+
+def _overridden(workload: dict, options: dict) -> dict:
+    """A workload with a smoke run's options: a value replaces the spec's, null removes it
+    (``duration-s: null, transactions: 20``: a pgbench run as long as its work)."""
+    merged = {**workload, **options}
+    return {k: v for k, v in merged.items() if not (k in options and options[k] is None)}
 
 
 def _target_kind(target: Path) -> str | None:

@@ -1,7 +1,7 @@
 """pgbench against a throw-away PostgreSQL cluster created for each run (RFC 004, mmtests pgbench).
 
 Per run, on the target and outside the traced window: a fresh cluster in a new
-scratch directory (``mktemp -d /tmp/lisa-ext-pg.XXXXXX``; ``initdb`` on a boot's
+scratch directory (``mktemp -d /tmp/lisa-ext-pg.XXXXXX``; ``initdb`` on the target's
 first run, a copy of that run's initdb output afterwards), ``postgres`` started
 on a private unix-socket directory with TCP listening off
 (``listen_addresses=''``), ``pgbench -i -s SCALE``; the traced run is then
@@ -37,7 +37,7 @@ from lisa_ext.schema import DURATION_S, THREADS, TIMEOUT_S, Field, Number
 from lisa_ext.campaign.store.records import Metric
 from lisa_ext.campaign.workloads.base import RunContext, Workload, WorkloadError
 from lisa_ext.campaign.workloads.command import run_logged, tail
-from lisa_ext.errors import UserError
+from lisa_ext.errors import SpecError, UserError
 
 __all__ = ["Pgbench", "parse_pgbench", "postgres_bindir"]
 
@@ -113,7 +113,10 @@ class Pgbench(Workload):
     KIND = "pgbench"
     TOOLS = ("pgbench", "runuser")
     SCHEMA = {
-        "duration-s": Field((int,), "seconds the benchmark runs (-T)", True, bounds=DURATION_S),
+        "duration-s": Field((int,), "seconds the benchmark runs (-T); this or transactions", bounds=DURATION_S),
+        "transactions": Field((int,), "transactions each client runs (-t), in place of duration-s: a run "
+                              "as long as its work (on the virtual board a busy guest second costs "
+                              "20-60 s of host time)", bounds=(1, 100_000_000)),
         "clients": Field((int,), "concurrent client sessions (-c, default 1)", bounds=(1, 10_000)),
         "threads": Field((int,), "pgbench worker threads (-j, default 1)", bounds=THREADS),
         "scale": Field((int,), "scale factor of pgbench -i (default 1, 100000 rows or 15 MB per unit)",
@@ -133,16 +136,24 @@ class Pgbench(Workload):
                             "at most 80 characters (a unix socket path is short)"),
         "user": Field((str,), "unprivileged user running the server and pgbench (default postgres)",
                       check=lambda v: None if re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", v) else "not a user name"),
-        "timeout-s": Field(Number, "kill pgbench after this many seconds (default: 3 x duration + 120)",
-                           bounds=TIMEOUT_S),
+        "timeout-s": Field(Number, "kill pgbench after this many seconds (default: 3 x duration + 120, "
+                           "or 600 with transactions)", bounds=TIMEOUT_S),
     }
+
+    @classmethod
+    def check_options(cls, path, prefix, options):
+        if ("duration-s" in options) == ("transactions" in options):
+            raise SpecError(path, f"{prefix}.duration-s",
+                            "expected exactly one of duration-s (-T) and transactions (-t)"
+                            + ("" if "duration-s" in options else ": neither is set"))
 
     def _as_user(self, command: str) -> str:
         return f"runuser -u {remote.quote(self.options.get('user', 'postgres'))} -- {command}"
 
     def pgbench_args(self) -> str:
         o = self.options
-        args = [f"-T {int(o['duration-s'])}", f"-c {int(o.get('clients', 1))}", f"-j {int(o.get('threads', 1))}"]
+        length = f"-T {int(o['duration-s'])}" if "duration-s" in o else f"-t {int(o['transactions'])}"
+        args = [length, f"-c {int(o.get('clients', 1))}", f"-j {int(o.get('threads', 1))}"]
         if o.get("select-only"):
             args.append("-S")
         if o.get("no-vacuum"):
@@ -184,13 +195,15 @@ class Pgbench(Workload):
             raise WorkloadError(f"pgbench -i failed: {tail(init.rstrip().rpartition(chr(10))[0])}")
 
     def _initdb(self, ctx: RunContext, bindir: str, user: str, scratch: str) -> None:
-        """A fresh cluster in ``scratch/data``: a copy of this boot's initdb output, made on first use.
+        """A fresh cluster in ``scratch/data``: a copy of the target's initdb output, made on first use.
 
-        initdb takes ~17 s on the TCG board against ~1 s for copying its 39 MB result, and its
-        output does not depend on the run, so every run of a boot starts from the same files.
+        initdb takes ~18 s on the TCG board against ~1 s for copying its 39 MB result, and its
+        output depends on the PostgreSQL major version only (in ``bindir``), so every run starts
+        from the same files. They are kept in /var/tmp, which outlives a reboot: a study whose
+        variants are kernels reboots before each one.
         """
         q = remote.quote
-        template = q(f"/tmp/lisa-ext-pg-initdb.{user}.{bindir.strip('/').replace('/', '_')}")
+        template = q(f"/var/tmp/lisa-ext-pg-initdb.{user}.{bindir.strip('/').replace('/', '_')}")
         data = q(f"{scratch}/data")
         copied = ctx.target.execute(f"[ -f {template}/data/PG_VERSION ] && cp -a {template}/data {data} "
                                     f"&& echo copied || true", as_root=True, timeout=300).strip()
@@ -224,7 +237,8 @@ class Pgbench(Workload):
         # the remote run directory belongs to root; pgbench's report comes back over stdout
         command = self._as_user(f"pgbench -h {remote.quote(self._socket)} -p {_PORT} "
                                 f"{self.pgbench_args()} postgres")
-        timeout = float(self.options.get("timeout-s", 3 * self.options["duration-s"] + 120))
+        default = 3 * self.options["duration-s"] + 120 if "duration-s" in self.options else 600
+        timeout = float(self.options.get("timeout-s", default))
         stdout, _ = run_logged(ctx, command, "pgbench", timeout, "pgbench")
         return parse_pgbench(stdout)
 
