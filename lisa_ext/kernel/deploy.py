@@ -218,6 +218,7 @@ def deploy_variant(target: Target | str | os.PathLike, spec_path: str | os.PathL
     if isinstance(target, (str, os.PathLike)):
         target = open_target(target)
     spec_path = Path(spec_path)
+    target.prepare_boot()
     artefacts = _build(spec_path, target.kernel_arch())
     label = str(getattr(artefacts, "name", "") or spec_path.stem)
     provenance = deploy_artefacts(target, artefacts, method=method, label=label)

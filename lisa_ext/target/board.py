@@ -167,6 +167,10 @@ class BoardTarget(SshTarget):
             return ("kexec", "boot")
         return ("boot", "kexec")
 
+    def prepare_boot(self) -> None:
+        if self.board.settings.clock == "virtual":
+            qemu_build.build_in_background(self.board.arch)
+
     def boot(self, image: BootImage, method: str) -> BootFallback | None:
         if image.arch != self.board.arch:
             raise UserError(f"the kernel was built for {image.arch}, the board is {self.board.arch} "

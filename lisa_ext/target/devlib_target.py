@@ -324,6 +324,9 @@ class DevlibTarget:
     def lisa(self) -> Any:
         return self._lisa
 
+    def prepare_boot(self) -> None:
+        """Nothing to prepare: a real machine's boot needs only the kernel."""
+
     def interrupt(self) -> None:
         close_connection(self._main_conn)
 

@@ -173,6 +173,10 @@ class Target(Protocol):
     def kernel_cmdline(self, extra: str) -> str:
         """The command line a kernel boots with here, given a variant's ``extra`` part."""
 
+    def prepare_boot(self) -> None:
+        """Start, in the background, what booting a kernel here needs besides the kernel (the
+        virtual board's patched QEMU, when not built yet), so that it overlaps the kernel's build."""
+
     def boot(self, image: BootImage, method: str) -> BootFallback | None:
         """Reboot into ``image`` by ``method`` (one of :attr:`boot_methods`); returns once it answers
         again, its LISA connection (if any) reopened: None, or how the kernel got there instead

@@ -275,6 +275,9 @@ class SshTarget:
             reconnect_lisa(self._lisa, timeout=self._reset_timeout(), setup=setup)
             self._main_conn = self._lisa.conn
 
+    def prepare_boot(self) -> None:
+        """Nothing to prepare: a real machine's boot needs only the kernel."""
+
     def interrupt(self) -> None:
         if self._main_conn is not None:
             close_connection(self._main_conn)

@@ -27,7 +27,9 @@ import json
 import os
 import shutil
 import subprocess
+import logging
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,8 +37,10 @@ from pathlib import Path
 from lisa_ext.errors import UserError
 from lisa_ext.workbench import cache_root
 
-__all__ = ["BUILD_PACKAGES", "QUANTUM_NS", "build_dependencies_missing", "build_key", "debian_source_version",
-           "icount_args", "is_built", "patches", "virtual_clock_qemu"]
+__all__ = ["BUILD_PACKAGES", "QUANTUM_NS", "build_dependencies_missing", "build_in_background", "build_key",
+           "debian_source_version", "icount_args", "is_built", "patches", "virtual_clock_qemu"]
+
+log = logging.getLogger(__name__)
 
 PATCH_DIR = Path(__file__).with_name("qemu_patches")
 #: how far (guest ns) a vCPU may run ahead of the slowest busy one: docs/vboard.md says why 100 us
@@ -138,6 +142,28 @@ def virtual_clock_qemu(arch: str) -> Path:
         if not binary.is_file():
             _build(version, root)
     return binary
+
+
+def build_in_background(arch: str) -> threading.Thread | None:
+    """Start building the patched QEMU in a thread of this process, unless it is built: beside a
+    kernel build, whose tree import and link steps leave a core idle, as its configure does.
+    Whoever then needs it (:func:`virtual_clock_qemu`) waits for that build, or raises its error;
+    the thread itself only logs one."""
+    try:
+        if is_built(arch):
+            return None
+    except UserError:
+        return None  # no Debian QEMU to build from: the boot says so
+
+    def build() -> None:
+        try:
+            virtual_clock_qemu(arch)
+        except Exception as exc:  # raised again to the boot that needs the binary
+            log.debug("building the virtual-clock QEMU in the background failed: %s", exc)
+
+    thread = threading.Thread(target=build, name="qemu-build", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager
