@@ -6,9 +6,9 @@
 #
 #   build   tests/test_kernel_build.py alone: the baseline kernel and the patched QEMU every
 #           board test waits for, built on both cores
-#   board   three studies at smoke size and the board's own checks, on the cache's board
+#   board   two studies at smoke size, the bisect test and the board's own checks, on the cache's board
 #   host    every test without the vboard marker, beside `board`; then
-#   board2  the other board tests and two smoke studies, on a second board beside `board`: its own cache
+#   board2  the other board tests and three smoke studies, on a second board beside `board`: its own cache
 #           ($cache-board2, sharing the kernel, tool and QEMU builds and ccache) and SSH port
 #   arm64   the arm64 board's tests (marker arm64; LISA_EXT_TEST_ARM64=0 leaves them out), once
 #           `board` is done: its kernels are cross-built on the core `board` used, its own cache
@@ -30,17 +30,18 @@ echo "test temporary directories: $base/{build,board,host,board2,arm64}"
 
 build_tests=(tests/test_kernel_build.py)
 board_tests=(tests/test_kernel_emulation.py tests/test_kernel_switches.py tests/test_studies_smoke.py
-             tests/test_vboard_boot.py)
+             tests/test_vboard_boot.py tests/test_vboard_workloads.py tests/test_bisect_board.py)
 ignored=()
 for t in "${build_tests[@]}" "${board_tests[@]}"; do
     [ "$t" = tests/test_studies_smoke.py ] || ignored+=(--ignore "$t")
 done
-# two smoke studies run on board2, so that both cores' lanes end together. From an empty cache
-# (a8ff359, 90.2 min, with the bisect test on board): build 16.2; board 40.3 (the bisect test
-# 7.8 of it) then arm64 26.7; host 27.9 then board2 44.6 (wq-affinity 9.3, ondemand-bursty 8.7,
-# teo-util 6.3). Without the bisect test and with teo-util here, both lanes end near minute 82.
+# three smoke studies run on board2, so that both cores' lanes end together. From an empty cache
+# (a8ff359, 90.2 min): build 16.2; board 40.3 (the bisect test 7.8 of it) then arm64 26.7; host
+# 27.9 then board2 44.6 (wq-affinity 9.3, ondemand-bursty 8.7, teo-util 6.3). Since then a traced
+# run costs ~5.5 s less and iowait-boost's smoke study ~4 min less: with the workloads test
+# (~3.8 min) moved to board, both lanes should end near minute 82.
 # tests/test_studies_smoke.py reads the split from LISA_EXT_TEST_SMOKE_STUDIES
-second_board_smoke=ondemand-bursty,wq-affinity
+second_board_smoke=teo-util,ondemand-bursty,wq-affinity
 
 run() {  # NAME MARKER ARGS...: one pytest, its lines prefixed with NAME
     local name=$1 marker=$2
@@ -61,7 +62,7 @@ board_cache() {  # CACHE: another board's cache, whose kernels, ccache, tools an
 }
 
 started=$SECONDS
-board_markers="vboard and not arm64 and not manual"  # manual: by hand (make test-bisect, docs/sched-ext.md)
+board_markers="vboard and not arm64 and not manual"  # manual: by hand (docs/sched-ext.md)
 run build "$board_markers" "$@" "${build_tests[@]}"
 build_rc=$?
 board_then_arm64() {  # the first board's tests, then the arm64 board's on the core it freed

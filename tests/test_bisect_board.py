@@ -26,9 +26,9 @@ import pytest
 
 from vboard_helpers import REPO, require_board_capabilities
 
-# by hand, `make test-bisect`: 7.8 min in a fresh CI pass, which it took to 90 min, over the
-# 85-minute budget (docs/bisect.md, "The test")
-pytestmark = [pytest.mark.vboard, pytest.mark.manual]
+# in `make test` since traced runs and the iowait-boost smoke study got cheaper (docs/bisect.md,
+# "The test"); `make test-bisect` runs it alone
+pytestmark = pytest.mark.vboard
 
 SERIES = REPO / "kernels" / "bisect-series"
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
