@@ -36,10 +36,9 @@ for t in "${build_tests[@]}" "${board_tests[@]}"; do
     [ "$t" = tests/test_studies_smoke.py ] || ignored+=(--ignore "$t")
 done
 # three smoke studies run on board2, so that both cores' lanes end together. From an empty cache
-# (a8ff359, 90.2 min): build 16.2; board 40.3 (the bisect test 7.8 of it) then arm64 26.7; host
-# 27.9 then board2 44.6 (wq-affinity 9.3, ondemand-bursty 8.7, teo-util 6.3). Since then a traced
-# run costs ~5.5 s less and iowait-boost's smoke study ~4 min less: with the workloads test
-# (~3.8 min) moved to board, both lanes should end near minute 82.
+# (2699a12, 74.9 min): build 15.0; board 35.7 (iowait-boost 7.9, idle-gating 9.4, workloads 3.9,
+# bisect 6.3) then arm64 22.3; host 26.7 then board2 31.8 (wq-affinity 7.2, ondemand-bursty 7.0,
+# teo-util 5.2): both lanes ended at minute 73.
 # tests/test_studies_smoke.py reads the split from LISA_EXT_TEST_SMOKE_STUDIES
 second_board_smoke=teo-util,ondemand-bursty,wq-affinity
 

@@ -36,8 +36,8 @@ pytestmark = pytest.mark.vboard
 
 LISA_EXT = Path(sys.executable).with_name("lisa-ext")
 #: Smoke minutes on the board in one CI-like run from an empty cache on this 2-core machine (the
-#: whole `.ci/run`: 67.4 min, with a second board running the other board tests beside this one):
-#: idle-gating 12.5, iowait-boost 11.2, wq-affinity 10.7, ondemand-bursty 6.8, teo-util 4.7. A run's
+#: whole `.ci/run`: 74.9 min, 2026-11-30, with a second board running other board tests beside this
+#: one): idle-gating 9.4, iowait-boost 7.9, wq-affinity 7.2, ondemand-bursty 7.0, teo-util 5.2. A run's
 #: `meta.json` `phases_s` shows where its time goes (mostly the reboot between kernel variants,
 #: trace-cmd starting/stopping and pgbench's server setup).
 ALL_STUDIES = ["teo-util", "iowait-boost", "ondemand-bursty", "idle-gating", "wq-affinity"]
