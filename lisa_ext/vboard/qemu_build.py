@@ -24,10 +24,10 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
-import logging
 import tempfile
 import threading
 import time
