@@ -70,3 +70,16 @@ def test_quickstart_figure_shows_a_p99_over_10_ms_in_ms():
     # the mean stays below 10 ms: µs, as it was measured
     assert mean.get_ylabel() == "µs (lower is better)"
 
+
+
+def test_bars_of_one_variant_draw_without_a_pandas_deprecation():
+    """matplotlib calls float() on the first element of yerr: a Series there (one variant, one
+    row) was pandas' FutureWarning on every report with a single-variant bar chart."""
+    import warnings
+
+    block = pd.DataFrame({"variant": ["base"], "mean": [5.0], "ci_low": [4.0], "ci_high": [6.0],
+                          "is_baseline": [True], "significant": [False], "too_few": [False]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        fig = drawing.mpl_metric_bars(block, "slack", "us")
+    assert fig.axes[0].patches

@@ -120,7 +120,8 @@ def mpl_metric_bars(cmp_block: pd.DataFrame, title: str, ylabel: str,
     if not df.empty:
         pos = [x[v] for v in df["variant"]]
         ax.bar(pos, df["mean"], width=0.8, color=COLORS[0], edgecolor="k")
-        ax.errorbar(pos, df["mean"], yerr=[df["neg"], df["pos"]], fmt="none", ecolor="k")
+        # arrays, not Series: matplotlib calls float() on the first element of yerr, a Series
+        ax.errorbar(pos, df["mean"], yerr=[df["neg"].to_numpy(), df["pos"].to_numpy()], fmt="none", ecolor="k")
         top = float((df["mean"] + df["pos"]).max())
         for v in df.loc[df["significant"].astype(bool), "variant"]:
             ax.text(x[v], top * 1.04, "*", ha="center", va="center", color="black")
