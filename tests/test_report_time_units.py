@@ -71,7 +71,6 @@ def test_quickstart_figure_shows_a_p99_over_10_ms_in_ms():
     assert mean.get_ylabel() == "µs (lower is better)"
 
 
-
 def test_bars_of_one_variant_draw_without_a_pandas_deprecation():
     """matplotlib calls float() on the first element of yerr: a Series there (one variant, one
     row) was pandas' FutureWarning on every report with a single-variant bar chart."""

@@ -77,7 +77,7 @@ def _expedite_grace_periods(target) -> str:
     """Expedite the target's RCU grace periods; the shell command that puts the switch back
     ("" when there is none to put back: no switch, not root, or already expedited)."""
     was = target.execute(f"read v <{RCU_EXPEDITED} 2>/dev/null && [ -w {RCU_EXPEDITED} ] && echo $v && "
-                         f"echo 1 >{RCU_EXPEDITED}", as_root=True, check_exit_code=False).strip()
+                         f"{_EXPEDITE}", as_root=True, check_exit_code=False).strip()
     return f"echo 0 >{RCU_EXPEDITED}" if was == "0" else ""
 
 
