@@ -239,9 +239,13 @@ def _record_kmalloc(out: Path) -> None:
     need(shutil.which("trace-cmd") is not None, "trace-cmd not installed")
     instance = f"lisa_ext_pS_{os.getpid()}"
     try:
+        # `ls /` alone once recorded no kmalloc on a loaded host; each read of a seq_file allocates its
+        # buffer with kmalloc, so 100 of them always leave events.
         # trace-cmd may exit 1 on its final cleanup with complete data: the file is checked below
         subprocess.run(["trace-cmd", "record", "--no-filter", "-d", "-B", instance, "-e", "kmem:kmalloc",
-                        "-o", str(out), "--", "ls", "/"], capture_output=True, timeout=120)
+                        "-o", str(out), "--", "sh", "-c",
+                        "for i in $(seq 100); do cat /proc/self/maps >/dev/null; done"],
+                       capture_output=True, timeout=120)
     finally:
         if os.path.isdir(f"/sys/kernel/tracing/instances/{instance}"):
             os.rmdir(f"/sys/kernel/tracing/instances/{instance}")
