@@ -5,7 +5,9 @@ revert), at the target layer: the campaign runner applies a variant's knobs
 around each run and reverts them (:func:`applied_knobs`); a kernel deploy
 applies its variant's knobs for the whole boot (:func:`apply_knobs`). Both
 need only devlib's ``execute`` of the target (:class:`lisa_ext.target.Target`
-or a LISA target): every read and write is one shell command run as root.
+or a LISA target). Reads, writes and reverts go in batches, one shell command run as root for
+all of a variant's files: on the virtual board each command is an SSH round trip paid in the
+guest's time.
 
 A knob path may be a shell glob (``/sys/devices/system/cpu/cpufreq/policy*/scaling_governor``):
 every match gets the value, and a glob matching nothing is an error.
@@ -30,7 +32,7 @@ import fnmatch
 import math
 import re
 import shlex
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 __all__ = ["KnobError", "KnobRevertError", "active_value", "applied_knobs", "apply_knobs", "check_knobs",
            "choices", "executing_file", "expand_knobs", "knob_problem", "read_knob", "read_knobs",
@@ -58,6 +60,11 @@ _EXECUTING_NAMES = ("release_agent",)
 #: under /proc, only sysctls and IRQ settings are knobs: /proc/<pid>/mem is another process's
 #: memory, /proc/sysrq-trigger crashes or reboots
 _PROC_KNOB = re.compile(r"/proc/(sys|irq)/")
+
+#: between two files' contents, or two globs' matches, in one command's output (no sysfs value holds it)
+_SEPARATOR = "--lisa-ext-knob-end--"
+#: what :func:`check_knobs` reads for a file that does not exist, and after one it cannot read
+_MISSING, _UNREADABLE = "--lisa-ext-knob-missing--", "--lisa-ext-knob-unreadable--"
 
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
 _FLAG = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -116,18 +123,20 @@ def _read_value(target, path: str) -> str:
     return target.execute(f"cat {shlex.quote(path)}", as_root=True)
 
 
-def _file_exists(target, path: str) -> bool:
-    return target.execute(f"[ -e {shlex.quote(path)} ] && echo 1 || echo 0", as_root=True).strip() == "1"
-
-
-def _matches(target, pattern: str) -> list[str]:
+def _matches(target, patterns: list[str]) -> dict[str, list[str]]:
+    """The files each glob matches on the target, every glob in one command."""
     # the glob is expanded by the target's shell; each match is quoted from then on
-    if not _PATH_RE.match(pattern):
-        raise KnobError(f"knob {pattern!r}: not a plain sysfs/procfs path or glob; refusing to hand "
-                        "it to the target's shell")
-    listing = target.execute(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; true",
-                             as_root=True)
-    return [line for line in listing.splitlines() if line]
+    for pattern in patterns:
+        if not _PATH_RE.match(pattern):
+            raise KnobError(f"knob {pattern!r}: not a plain sysfs/procfs path or glob; refusing to hand "
+                            "it to the target's shell")
+    if not patterns:
+        return {}
+    listing = target.execute("; ".join(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; "
+                                       f"echo {_SEPARATOR}" for pattern in patterns), as_root=True)
+    found = listing.replace("\r\n", "\n").split(_SEPARATOR + "\n")
+    return {pattern: [line for line in (found[i] if i < len(found) else "").splitlines() if line]
+            for i, pattern in enumerate(patterns)}
 
 
 def expand_knobs(target, knobs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> dict[str, str]:
@@ -135,11 +144,11 @@ def expand_knobs(target, knobs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -
 
     :raises KnobError: a glob matches nothing.
     """
-    items = knobs.items() if isinstance(knobs, Mapping) else knobs
+    items = [(str(p), str(v)) for p, v in (knobs.items() if isinstance(knobs, Mapping) else knobs)]
+    matches = _matches(target, [p for p, _ in items if any(c in p for c in _GLOB_CHARS)])
     out: dict[str, str] = {}
     for pattern, value in items:
-        pattern, value = str(pattern), str(value)
-        paths = _matches(target, pattern) if any(c in pattern for c in _GLOB_CHARS) else [pattern]
+        paths = matches.get(pattern, [pattern])
         if not paths:
             raise KnobError(f"knob {pattern}: no file matches on the target")
         refused = [p for p in paths if executing_file(p)]
@@ -182,10 +191,6 @@ def read_knob(target, path: str, value: str | None = None) -> str:
     return active_value(_read_value(target, path), value)
 
 
-#: between two files' contents in :func:`read_knobs`' output (no sysfs value holds it)
-_SEPARATOR = "--lisa-ext-knob-end--"
-
-
 def read_knobs(target, knobs: Mapping[str, str]) -> dict[str, str]:
     """:func:`read_knob` of every path of ``{path: value}`` in one target command: on a
     board each command is an SSH round trip, and a variant sets a dozen files."""
@@ -211,20 +216,82 @@ def choices(target, path: str) -> list[str] | None:
     return _offered(_read_value(target, path).strip())
 
 
-def write_knob(target, path: str, value: str) -> str:
-    """Write ``value`` and return what the file reads back afterwards.
+#: what ends each knob's block in the output of a batch of writes (no sysfs value holds them):
+#: written and read back; not written; written but not read back
+_WRITTEN, _FAILED, _UNREAD = "--lisa-ext-knob-written--", "--lisa-ext-knob-failed--", "--lisa-ext-knob-unread--"
+_BLOCK_END = re.compile(r"\n(--lisa-ext-knob-(?:written|failed|unread)--)\n")
+#: characters of shell per target command in a batch of writes: adb's and some SSH servers'
+#: command lines are short, and a value may take a page
+_COMMAND_MAX = 8192
+
+
+class _Write(NamedTuple):
+    """One knob of a batch: what it read back, or why not, and whether the file may have changed."""
+
+    path: str
+    text: str
+    error: str | None
+    changed: bool
+
+
+def _write_command(path: str, value: str, keep_going: bool) -> str:
+    """Shell that writes ``value`` to ``path``, then prints what the file reads back (or the
+    error) and a block end; without ``keep_going`` a failure ends the batch.
 
     An empty value is written as a lone newline: a zero-byte write never reaches a sysfs
     attribute's store() (kernfs returns before calling it), so the old value would stay
     (e.g. /sys/module/idle_gating/parameters/comm could not be cleared)."""
     fmt = "%s" if value else "%s\\n"
     quoted = shlex.quote(path)
-    try:
-        # write and read back in one command: one round trip per knob
-        text = target.execute(f"printf '{fmt}' {shlex.quote(value)} > {quoted} && cat {quoted}", as_root=True)
-    except Exception as exc:
-        raise KnobError(f"could not write {value!r} to {path}: {exc}".strip()) from exc
-    return active_value(text, value)
+    stop = "; exit 0" if not keep_going else ""
+    # 2>&1 before the > : the shell's own "cannot create" goes to $r, the value to the file
+    return (f"if r=$(printf '{fmt}' {shlex.quote(value)} 2>&1 > {quoted}); then"
+            f" if r=$(cat {quoted} 2>&1); then printf '%s\\n{_WRITTEN}\\n' \"$r\";"
+            f" else printf '%s\\n{_UNREAD}\\n' \"$r\"{stop}; fi;"
+            f" else printf '%s\\n{_FAILED}\\n' \"$r\"{stop}; fi")
+
+
+def _write_many(target, knobs: Mapping[str, str], *, keep_going: bool) -> list[_Write]:
+    """Write each knob in order, as many per target command as fit (on a board each command is
+    an SSH round trip that costs the guest's time); a :class:`_Write` for every knob tried.
+    Without ``keep_going`` the first failure ends it: the knobs after it are not written."""
+    pending = list(knobs.items())
+    results: list[_Write] = []
+    while pending:
+        chunk, commands = [], []
+        while pending and (not commands or sum(map(len, commands)) + len(
+                _write_command(*pending[0], keep_going)) <= _COMMAND_MAX):
+            chunk.append(pending.pop(0))
+            commands.append(_write_command(*chunk[-1], keep_going))
+        try:
+            out = target.execute("; ".join(commands), as_root=True)
+        except Exception as exc:  # the target did not answer: any knob of the chunk may be written
+            results += [_Write(path, "", f"{exc}".strip(), True) for path, _ in chunk]
+        else:
+            parts = _BLOCK_END.split(out.replace("\r\n", "\n"))
+            blocks = list(zip(parts[0::2], parts[1::2]))
+            for (path, _), (text, end) in zip(chunk, blocks):
+                error = None if end == _WRITTEN else text.strip() or "no message"
+                results.append(_Write(path, text, error, end != _FAILED))
+            if len(blocks) < len(chunk) and (keep_going or all(end == _WRITTEN for _, end in blocks)):
+                missing = chunk[len(blocks):] if keep_going else chunk[len(blocks):len(blocks) + 1]
+                results += [_Write(path, "", f"no answer from the target: {out.strip()[-200:]!r}", True)
+                            for path, _ in missing]
+        if not keep_going and any(r.error for r in results):
+            break
+    return results
+
+
+def _failure(path: str, value: str, error: str) -> str:
+    return f"could not write {value!r} to {path}: {error}"
+
+
+def write_knob(target, path: str, value: str) -> str:
+    """Write ``value`` and return what the file reads back afterwards (one target command)."""
+    [write] = _write_many(target, {path: value}, keep_going=False)
+    if write.error is not None:
+        raise KnobError(_failure(path, value, write.error))
+    return active_value(write.text, value)
 
 
 def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
@@ -233,12 +300,22 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
         knobs = expand_knobs(target, knobs)
     except KnobError as exc:
         return [str(exc)]
+    if not knobs:
+        return []
+    # every file in one command (on a board each is an SSH round trip): its text, or a mark
+    paths = " ".join(shlex.quote(p) for p in knobs)
+    out = target.execute(f"for f in {paths}; do if [ -e \"$f\" ]; then cat \"$f\" 2>&1 || echo {_UNREADABLE}; "
+                         f"else echo {_MISSING}; fi; echo {_SEPARATOR}; done", as_root=True)
+    texts = out.replace("\r\n", "\n").split(_SEPARATOR + "\n")
     problems = []
-    for path, value in knobs.items():
-        if not _file_exists(target, path):
+    for (path, value), text in zip(knobs.items(), texts + [_MISSING] * len(knobs)):
+        text = text.strip()
+        if text == _MISSING:
             problems.append(f"{path} does not exist on the target")
             continue
-        text = _read_value(target, path).strip()  # one read: on a board, each is an SSH round trip
+        if text.endswith(_UNREADABLE):
+            problems.append(f"{path} cannot be read: {text.removesuffix(_UNREADABLE).strip()[-200:]}")
+            continue
         offered = _offered(text)
         if offered is not None and value not in offered:
             problems.append(f"{path}: {value!r} is not offered (choices: {', '.join(offered)})")
@@ -251,13 +328,13 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
 def revert_knobs(target, originals: Mapping[str, str]) -> list[str]:
     """Write every original value back, in reverse order; return the failures (never raises)."""
     failures = []
-    for path, value in reversed(list(originals.items())):
-        try:
-            got = write_knob(target, path, value)
-            if got != value:
-                failures.append(f"{path} reads {got!r} after reverting to {value!r}")
-        except Exception as exc:
-            failures.append(f"{path}: {exc}")
+    backwards = dict(reversed(list(originals.items())))
+    for write in _write_many(target, backwards, keep_going=True):
+        path, value = write.path, backwards[write.path]
+        if write.error is not None:
+            failures.append(f"{path}: {_failure(path, value, write.error)}")
+        elif active_value(write.text, value) != value:
+            failures.append(f"{path} reads {active_value(write.text, value)!r} after reverting to {value!r}")
     return failures
 
 
@@ -278,11 +355,15 @@ def applied_knobs(target, knobs: Mapping[str, str],
     state = {p: {"original": originals[p], "requested": v} for p, v in knobs.items()}
     written: dict[str, str] = {}
     try:
-        for path, value in knobs.items():
-            written[path] = originals[path]
-            state[path]["read_back"] = write_knob(target, path, value)
-            if state[path]["read_back"] != value:
-                raise KnobError(f"{path} reads {state[path]['read_back']!r} after writing {value!r}")
+        results = _write_many(target, knobs, keep_going=False)
+        # a file the shell could not open or write keeps its value: only the others are reverted
+        written.update((r.path, originals[r.path]) for r in results if r.changed)
+        for path, text, error, _ in results:
+            if error is not None:
+                raise KnobError(_failure(path, knobs[path], error))
+            state[path]["read_back"] = active_value(text, knobs[path])
+            if state[path]["read_back"] != knobs[path]:
+                raise KnobError(f"{path} reads {state[path]['read_back']!r} after writing {knobs[path]!r}")
         yield state
     finally:
         failures = revert_knobs(target, written)
@@ -296,9 +377,12 @@ def apply_knobs(target, knobs: Mapping[str, Any] | Iterable[tuple[str, Any]]) ->
 
     :raises KnobError: a glob matches nothing, or a knob does not read back as written.
     """
+    knobs = expand_knobs(target, knobs)
     applied = {}
-    for path, value in expand_knobs(target, knobs).items():
-        applied[path] = write_knob(target, path, value)
-        if applied[path] != value:
-            raise KnobError(f"knob {path}: wrote {value!r}, reads back {applied[path]!r}")
+    for path, text, error, _ in _write_many(target, knobs, keep_going=False):
+        if error is not None:
+            raise KnobError(_failure(path, knobs[path], error))
+        applied[path] = active_value(text, knobs[path])
+        if applied[path] != knobs[path]:
+            raise KnobError(f"knob {path}: wrote {knobs[path]!r}, reads back {applied[path]!r}")
     return applied

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lisa_ext import knobs
 from lisa_ext.kernel import deploy
 from lisa_ext.kernel.spec import ModuleLoad
 from lisa_ext.staged_modules import MODULES_LOAD_FILE, modules_tarball
@@ -61,10 +62,14 @@ class _Readback:
 
     def execute(self, command, **kwargs):
         out = self.shell.execute(command, **kwargs)
-        # a read, alone or after the write it checks, answers the clamped value
-        if command.startswith("cat ") or " && cat " in command:
+        # a read, alone or after each write of a batch, answers the clamped value
+        if command.startswith("cat "):
             return self.value + "\n"
-        return out
+        parts = knobs._BLOCK_END.split(out)  # text, end, text, end, ..., what follows the last end
+        for i in range(0, len(parts) - 1, 2):
+            if parts[i + 1] == knobs._WRITTEN:
+                parts[i] = self.value
+        return "".join(part if i % 2 == 0 else f"\n{part}\n" for i, part in enumerate(parts))
 
 
 def test_empty_knob_value_reaches_the_file_as_a_newline(tmp_path):
