@@ -185,6 +185,8 @@ class CampaignRunner:
         self.state: dict = {}
         #: (kernel variant, knobs setting the spec's board timing): read again for another kernel
         self._timing_knobs: tuple[Path | None, dict[str, str]] | None = None
+        #: the last run's kernel provenance: within one boot, the next one reuses its config hash
+        self._kernel_provenance: dict | None = None
         #: (kernel variant, LISA PlatformInfo read while it ran): capacities follow the kernel
         self._platform_info: tuple[Path | None, object] = (None, None)
         self._target_lock_fd: int | None = None
@@ -370,7 +372,8 @@ class CampaignRunner:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
                 with _timed(meta, "provenance"):
-                    meta["kernel"] = kernel_provenance(session.target)
+                    meta["kernel"] = self._kernel_provenance = kernel_provenance(session.target,
+                                                                                 self._kernel_provenance)
                     meta["board_timing"] = timing_of(meta["kernel"]["emulation"])
                     self._write_platform_info(session.target, variant, tmp)
                     meta["board_clock"] = session.target.clock

@@ -8,13 +8,13 @@ says it needs LISA's own (platform info, the binaries LISA installed).
 from __future__ import annotations
 
 import platform
-import shlex
+import re
 from importlib.metadata import version
 from typing import Any
 
 from lisa_ext.compat import import_lisa
-from lisa_ext.running_kernel import probe_running_kernel
-from lisa_ext.target.timing import emulation_params
+from lisa_ext.running_kernel import PROBE_COMMAND, parse_probe
+from lisa_ext.target.timing import EMULATION_PARAMS_COMMAND, parse_emulation_params
 
 __all__ = ["idle_state_names", "kernel_provenance", "lisa_platform_info", "llc_domains", "parse_platform_facts",
            "platform_provenance", "tool_versions", "tracefs_root"]
@@ -34,25 +34,48 @@ def _read(target, command: str) -> str | None:
     return out or None
 
 
-def kernel_provenance(target) -> dict:
-    """Kernel release, version, command line (:mod:`lisa_ext.running_kernel`'s
+#: what ends each part of :func:`kernel_provenance`'s command in its output
+_PART_END = "--lisa-ext-provenance-part--"
+#: what the config's part prints when the target still runs the boot of the previous provenance
+_SAME_BOOT = "same-boot"
+#: /proc/sys/kernel/random/boot_id: a UUID (drivers/char/random.c), so it can go into a command as is
+_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: a hash of the running kernel's config, when readable (no line when neither file is)
+_CONFIG_HASH = ('{ zcat /proc/config.gz || cat "/boot/config-$(uname -r)"; } 2>/dev/null'
+                " | sha256sum | cut -d' ' -f1 | grep -v '^e3b0c442'")
+
+
+def kernel_provenance(target, previous: dict | None = None) -> dict:
+    """Kernel release, version, command line and boot id (:mod:`lisa_ext.running_kernel`'s
     probe), machine, a hash of its config when readable, and the parameters of the
     board's emulation modules (``emulation``: ``{module: {parameter: value}}``, empty
-    on other targets; :mod:`lisa_ext.target.timing`)."""
-    running = probe_running_kernel(
-        lambda command: target.execute(command, as_root=True, check_exit_code=False))
-    release = running.release
-    config_hash = _read(
-        target,
-        "{ zcat /proc/config.gz || cat /boot/config-" + shlex.quote(release or "") + "; }"
-        " 2>/dev/null | sha256sum | cut -d' ' -f1 | grep -v '^e3b0c442'")
+    on other targets; :mod:`lisa_ext.target.timing`).
+
+    One target command: it runs before every run, and on the board each command is an SSH
+    round trip paid in the guest's time. ``previous``, what this returned for an earlier run on
+    the same target: while the boot id is the same, the config's hash is taken from it instead of
+    decompressing and hashing the config again (a kernel's config cannot change without a boot)."""
+    known = (previous or {}).get("boot_id")
+    config = _CONFIG_HASH
+    if isinstance(known, str) and _BOOT_ID.fullmatch(known):
+        config = f'if [ "$(cat /proc/sys/kernel/random/boot_id)" = {known} ]; then echo {_SAME_BOOT}; else {_CONFIG_HASH}; fi'
+    parts = (PROBE_COMMAND, config, "uname -m", EMULATION_PARAMS_COMMAND)
+    out = target.execute("; ".join(f"{{ {part}; }} 2>/dev/null; echo {_PART_END}" for part in parts),
+                         as_root=True, check_exit_code=False)
+    texts = out.replace("\r\n", "\n").split(_PART_END + "\n")
+    probe, config_hash, machine, emulation = (texts + [""] * len(parts))[:len(parts)]
+    running = parse_probe(probe)
+    config_hash = config_hash.strip()
+    if config_hash == _SAME_BOOT:
+        config_hash = (previous or {}).get("config_sha256")
     return {
-        "release": release,
+        "release": running.release,
         "version": running.version,
-        "machine": _read(target, "uname -m"),
+        "boot_id": running.boot_id,
+        "machine": machine.strip() or None,
         "cmdline": running.cmdline,
-        "config_sha256": config_hash,
-        "emulation": emulation_params(target),
+        "config_sha256": config_hash or None,
+        "emulation": parse_emulation_params(emulation),
     }
 
 
