@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -384,6 +385,8 @@ def test_hostile_git_ref_is_refused_and_never_runs(capsys, tmp_path, git_base, c
     assert line.startswith(f"lisa-ext {command[0]}: error: {spec}: base.ref (line 2): "), line
     assert "starts with '-', which a program would read as an option; not a git ref" in line
     assert not marker.exists()
+    # nor did a refused spec start building the board's QEMU (it would outlive the command)
+    assert not any(thread.name == "qemu-build" for thread in threading.enumerate())
 
 
 @pytest.mark.parametrize("url, expected", [

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 from lisa_ext.errors import UserError
 from lisa_ext.kernel.build import build_variant
+from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.knobs import KnobError, apply_knobs
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
 from lisa_ext.staged_modules import find_release_dir
@@ -218,6 +219,8 @@ def deploy_variant(target: Target | str | os.PathLike, spec_path: str | os.PathL
     if isinstance(target, (str, os.PathLike)):
         target = open_target(target)
     spec_path = Path(spec_path)
+    # a spec that is refused starts nothing: the QEMU build beside the kernel's outlives this call
+    load_variant_spec(spec_path)
     target.prepare_boot()
     artefacts = _build(spec_path, target.kernel_arch())
     label = str(getattr(artefacts, "name", "") or spec_path.stem)
