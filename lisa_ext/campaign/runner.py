@@ -183,8 +183,8 @@ class CampaignRunner:
         self.meter: meters.Meter | None = None
         self.trace_cmd = "trace-cmd"
         self.state: dict = {}
-        #: (kernel variant, knobs setting the spec's board timing): read again for another kernel
-        self._timing_knobs: tuple[Path | None, dict[str, str]] | None = None
+        #: (boot id, or kernel variant off a deploy; knobs setting the spec's board timing)
+        self._timing_knobs: tuple[str | Path | None, dict[str, str]] | None = None
         #: the last run's kernel provenance: within one boot, the next one reuses its config hash
         self._kernel_provenance: dict | None = None
         #: (kernel variant, LISA PlatformInfo read while it ran): capacities follow the kernel
@@ -304,12 +304,13 @@ class CampaignRunner:
 
     # -- one run ----------------------------------------------------------------
 
-    def _board_timing_knobs(self) -> dict[str, str]:
-        """The knobs giving the board's emulation modules the spec's timing, read once per kernel
-        (none on a target without them)."""
-        kernel = self.session.kernel
-        if self._timing_knobs is None or self._timing_knobs[0] != kernel:
-            self._timing_knobs = (kernel, timing_knobs(emulation_params(self.session.target), self.spec.board_timing))
+    def _board_timing_knobs(self, deployed: dict | None) -> dict[str, str]:
+        """The knobs giving the board's emulation modules the spec's timing (none on a target
+        without them), read once per boot: the modules load at boot, and variants of one build
+        switch without one. ``deployed``: the run's kernel deploy provenance, if any."""
+        boot = ((deployed or {}).get("running") or {}).get("boot_id") or self.session.kernel
+        if self._timing_knobs is None or self._timing_knobs[0] != boot:
+            self._timing_knobs = (boot, timing_knobs(emulation_params(self.session.target), self.spec.board_timing))
         return self._timing_knobs[1]
 
     def _deploy_kernel(self, variant: VariantSpec):
@@ -367,7 +368,7 @@ class CampaignRunner:
                 meta["kernel_variant"] = {"spec": str(variant.kernel), "deploy": kernel_result}
             knobs_from = time.monotonic()
             # the variant's own knobs win over the board timing's
-            knobs = {**self._board_timing_knobs(), **variant.knobs}
+            knobs = {**self._board_timing_knobs(kernel_result), **variant.knobs}
             with session.applied_knobs(knobs) as knob_state:
                 _add_phase(meta, "knobs", knobs_from)
                 meta["knobs"] = knob_state
