@@ -122,3 +122,18 @@ def test_large_tracks_are_rasterised_and_re_aggregated_on_zoom(juno, monkeypatch
     # inline resources: bokeh's JS is in the page, no script or style is fetched
     assert "Bokeh" in html and len(html) > 500_000
     assert not re.search(r"<script[^>]*\ssrc=|<link[^>]*\shref=", html)
+
+
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_a_raster_puts_each_lane_at_its_own_row_even_when_there_is_one(lanes, tmp_path):
+    """A full-size wq-affinity trace had a rasterised track with a single lane, which
+    holoviews could not size from pixel centres (its page failed with a NaN conversion)."""
+    def aggregate(lo, hi, width):  # lane n holds n + 1 everywhere
+        return np.repeat(np.arange(1.0, lanes + 1)[:, None], width, axis=1)
+
+    track = ex._raster(hv, aggregate, (0.0, 2.0), lanes, "events", "numpy", None, width=40, height=80)
+    image = track[()]
+    assert image.bounds.lbrt() == (0.0, -0.5, 2.0, lanes - 0.5)
+    for lane in range(lanes):
+        assert set(image.select(lane=lane).dimension_values("events")) == {lane + 1.0}
+    hv.render(track, backend="bokeh")
