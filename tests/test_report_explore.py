@@ -131,7 +131,7 @@ def test_a_raster_puts_each_lane_at_its_own_row_even_when_there_is_one(lanes, tm
     def aggregate(lo, hi, width):  # lane n holds n + 1 everywhere
         return np.repeat(np.arange(1.0, lanes + 1)[:, None], width, axis=1)
 
-    track = ex._raster(hv, aggregate, (0.0, 2.0), lanes, "events", "numpy", None, width=40, height=80)
+    track = ex._raster(ex._hv(), aggregate, (0.0, 2.0), lanes, "events", "numpy", None, width=40, height=80)
     image = track[()]
     assert image.bounds.lbrt() == (0.0, -0.5, 2.0, lanes - 0.5)
     for lane in range(lanes):

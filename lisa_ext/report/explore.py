@@ -320,8 +320,8 @@ def _raster(hv, aggregate, full: tuple[float, float], lanes: int, vdim: str, eng
         lo, hi = x_range if x_range and x_range[1] > x_range[0] else full
         # bounds, not pixel centres: holoviews infers no height from a single lane's centre;
         # an array's first row is the image's top, the last lane
-        return hv.Image(np.flipud(aggregate(lo, hi, width)), bounds=(lo, -0.5, hi, lanes - 0.5), kdims=kdims,
-                        vdims=[vdim]).opts(cmap="fire_r" if vdim == "busy" else "kbc_r",
+        return hv.Image(np.flipud(aggregate(lo, hi, width)), bounds=(lo, -0.5, hi, lanes - 0.5),
+                        kdims=kdims, vdims=[vdim]).opts(cmap="fire_r" if vdim == "busy" else "kbc_r",
                                            tools=["hover"], colorbar=True, **opts)
 
     return hv.DynamicMap(frame, streams=[hv.streams.RangeX(x_range=full)])

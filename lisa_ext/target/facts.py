@@ -58,7 +58,8 @@ def kernel_provenance(target, previous: dict | None = None) -> dict:
     known = (previous or {}).get("boot_id")
     config = _CONFIG_HASH
     if isinstance(known, str) and _BOOT_ID.fullmatch(known):
-        config = f'if [ "$(cat /proc/sys/kernel/random/boot_id)" = {known} ]; then echo {_SAME_BOOT}; else {_CONFIG_HASH}; fi'
+        config = (f'if [ "$(cat /proc/sys/kernel/random/boot_id)" = {known} ]; then echo {_SAME_BOOT}; '
+                  f"else {_CONFIG_HASH}; fi")
     parts = (PROBE_COMMAND, config, "uname -m", EMULATION_PARAMS_COMMAND)
     out = target.execute("; ".join(f"{{ {part}; }} 2>/dev/null; echo {_PART_END}" for part in parts),
                          as_root=True, check_exit_code=False)
