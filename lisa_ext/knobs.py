@@ -119,6 +119,12 @@ def knob_problem(path: Any, value: Any) -> str | None:
     return None
 
 
+def _blocks(out: str) -> list[str]:
+    """One command's output cut at each :data:`_SEPARATOR` line (an adb shell may end lines
+    with CR LF)."""
+    return out.replace("\r\n", "\n").split(_SEPARATOR + "\n")
+
+
 def _read_value(target, path: str) -> str:
     return target.execute(f"cat {shlex.quote(path)}", as_root=True)
 
@@ -134,7 +140,7 @@ def _matches(target, patterns: list[str]) -> dict[str, list[str]]:
         return {}
     listing = target.execute("; ".join(f"for f in {pattern}; do [ -e \"$f\" ] && echo \"$f\"; done; "
                                        f"echo {_SEPARATOR}" for pattern in patterns), as_root=True)
-    found = listing.replace("\r\n", "\n").split(_SEPARATOR + "\n")
+    found = _blocks(listing)
     return {pattern: [line for line in (found[i] if i < len(found) else "").splitlines() if line]
             for i, pattern in enumerate(patterns)}
 
@@ -199,7 +205,7 @@ def read_knobs(target, knobs: Mapping[str, str]) -> dict[str, str]:
     paths = " ".join(shlex.quote(p) for p in knobs)
     out = target.execute(f"for f in {paths}; do cat \"$f\" || exit 1; echo {_SEPARATOR}; done",
                          as_root=True)
-    texts = out.split(_SEPARATOR + "\n")
+    texts = _blocks(out)
     if len(texts) < len(knobs):
         raise KnobError(f"could not read {', '.join(list(knobs)[len(texts) - 1:])}: {out.strip()[-200:]}")
     return {path: active_value(text, value) for (path, value), text in zip(knobs.items(), texts)}
@@ -306,7 +312,7 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
     paths = " ".join(shlex.quote(p) for p in knobs)
     out = target.execute(f"for f in {paths}; do if [ -e \"$f\" ]; then cat \"$f\" 2>&1 || echo {_UNREADABLE}; "
                          f"else echo {_MISSING}; fi; echo {_SEPARATOR}; done", as_root=True)
-    texts = out.replace("\r\n", "\n").split(_SEPARATOR + "\n")
+    texts = _blocks(out)
     problems = []
     for (path, value), text in zip(knobs.items(), texts + [_MISSING] * len(knobs)):
         text = text.strip()
