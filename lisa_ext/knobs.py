@@ -197,18 +197,37 @@ def read_knob(target, path: str, value: str | None = None) -> str:
     return active_value(_read_value(target, path), value)
 
 
-def read_knobs(target, knobs: Mapping[str, str]) -> dict[str, str]:
-    """:func:`read_knob` of every path of ``{path: value}`` in one target command: on a
-    board each command is an SSH round trip, and a variant sets a dozen files."""
-    if not knobs:
+def _read_files(target, paths: Iterable[str]) -> dict[str, tuple[str, str | None]]:
+    """Every file's ``(text, problem)`` in one target command (on a board each command is an SSH
+    round trip, and a variant sets a dozen files): ``problem`` says why a file has no text."""
+    paths = list(paths)
+    if not paths:
         return {}
-    paths = " ".join(shlex.quote(p) for p in knobs)
-    out = target.execute(f"for f in {paths}; do cat \"$f\" || exit 1; echo {_SEPARATOR}; done",
-                         as_root=True)
-    texts = _blocks(out)
-    if len(texts) < len(knobs):
-        raise KnobError(f"could not read {', '.join(list(knobs)[len(texts) - 1:])}: {out.strip()[-200:]}")
-    return {path: active_value(text, value) for (path, value), text in zip(knobs.items(), texts)}
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    out = target.execute(f"for f in {quoted}; do if [ -e \"$f\" ]; then cat \"$f\" 2>&1 || echo {_UNREADABLE}; "
+                         f"else echo {_MISSING}; fi; echo {_SEPARATOR}; done", as_root=True)
+    read: dict[str, tuple[str, str | None]] = {}
+    for path, text in zip(paths, _blocks(out) + [_MISSING] * len(paths)):
+        if text.strip() == _MISSING:
+            read[path] = ("", "does not exist on the target")
+        elif text.strip().endswith(_UNREADABLE):
+            read[path] = ("", "cannot be read: " + text.strip().removesuffix(_UNREADABLE).strip()[-200:])
+        else:
+            read[path] = (text, None)
+    return read
+
+
+def read_knobs(target, knobs: Mapping[str, str]) -> dict[str, str]:
+    """:func:`read_knob` of every path of ``{path: value}``, in one target command.
+
+    :raises KnobError: a file does not exist or cannot be read.
+    """
+    values = {}
+    for path, (text, problem) in _read_files(target, knobs).items():
+        if problem is not None:
+            raise KnobError(f"knob {path} {problem}")
+        values[path] = active_value(text, knobs[path])
+    return values
 
 
 def _offered(text: str) -> list[str] | None:
@@ -306,22 +325,14 @@ def check_knobs(target, knobs: Mapping[str, str]) -> list[str]:
         knobs = expand_knobs(target, knobs)
     except KnobError as exc:
         return [str(exc)]
-    if not knobs:
-        return []
-    # every file in one command (on a board each is an SSH round trip): its text, or a mark
-    paths = " ".join(shlex.quote(p) for p in knobs)
-    out = target.execute(f"for f in {paths}; do if [ -e \"$f\" ]; then cat \"$f\" 2>&1 || echo {_UNREADABLE}; "
-                         f"else echo {_MISSING}; fi; echo {_SEPARATOR}; done", as_root=True)
-    texts = _blocks(out)
     problems = []
-    for (path, value), text in zip(knobs.items(), texts + [_MISSING] * len(knobs)):
+    read = _read_files(target, knobs)
+    for path, value in knobs.items():
+        text, problem = read[path]
+        if problem is not None:
+            problems.append(f"{path} {problem}")
+            continue
         text = text.strip()
-        if text == _MISSING:
-            problems.append(f"{path} does not exist on the target")
-            continue
-        if text.endswith(_UNREADABLE):
-            problems.append(f"{path} cannot be read: {text.removesuffix(_UNREADABLE).strip()[-200:]}")
-            continue
         offered = _offered(text)
         if offered is not None and value not in offered:
             problems.append(f"{path}: {value!r} is not offered (choices: {', '.join(offered)})")

@@ -149,3 +149,14 @@ def test_checking_a_variants_knobs_reads_every_file_in_one_command(tmp_path):
     assert len(shell.commands) == 2  # expand the glob, read every file
     assert knobs.check_knobs(shell, {str(flags): "NO_SIS_UTIL"}) == [
         f"{flags}: no flag 'SIS_UTIL' (expected NAME or NO_NAME of one of: PLACE_LAG NO_NEXT_BUDDY UTIL_EST)"]
+
+
+def test_reading_the_originals_names_a_file_that_is_gone(tmp_path):
+    shell = CountingShell()
+    present, gone = _files(tmp_path, 2)
+    present.write_text("none [mq-deadline] kyber\n")
+    assert knobs.read_knobs(shell, {str(present): "kyber"}) == {str(present): "mq-deadline"}
+    gone.unlink()
+    with pytest.raises(knobs.KnobError, match=rf"^knob {gone} does not exist on the target$"):
+        knobs.read_knobs(shell, {str(present): "kyber", str(gone): "1"})
+    assert len(shell.commands) == 2  # one read each time, whatever the number of files
