@@ -145,6 +145,18 @@ def test_nearly_identical_samples_give_no_scipy_warning():
     assert table.loc["b", "p_value"] == 1.0 and table.loc["b", "verdict"] == "no significant change"
 
 
+def test_equal_runs_show_no_spread_and_a_small_spread_its_digits():
+    # three equal runs of ebizzy's achieved utilisation gave an sd of 1.8e-15 through the harmonic
+    # mean's arithmetic; a page printed "15.7 ± 0.00000000000000178"
+    runs = {"a": [15.7 * 3 / 3, 15.7, 0.1 * 157], "b": [10.0, 10.0, 10.003]}
+    table = cover_table(_metrics(runs), "a", metric_names=["read_iops"], mean="amean")
+    assert table.set_index("variant").loc["a", "stddev"] > 0
+    means = {cells[2]: cells[3] for line in render_cover(table, "cover").splitlines()
+             if len(cells := [c.strip() for c in line.strip("|").split("|")]) > 3}
+    assert means["a"] == "15.7 ± 0"
+    assert means["b"] == "10.0 ± 0.00173"  # below the mean's last digit, but a spread: its own digits
+
+
 @pytest.mark.parametrize("fmt", ["cover", "cover-html", "cover-text"])
 def test_compare_writes_the_cover_letter_table(tmp_path, fmt):
     path = tmp_path / "metrics.csv"
