@@ -138,3 +138,23 @@ def test_bad_metrics_files(tmp_path, metrics_csv):
         stats.read_metrics(tmp_path / "mixed.csv")
     res = _run("compare", str(tmp_path / "bad.csv"), "--baseline", "menu+boost")
     assert res.returncode == 2 and "row 5: value" in res.stderr
+
+
+def test_a_campaign_repeats_itself_even_where_its_runs_are_equal(tmp_path):
+    # the board's own clock repeats runs exactly: ebizzy's records/s were 1386 in all three runs
+    # without the patch and 1486 with it, an interval [+7.2, +7.2] % that the estimate fell a few
+    # ulps outside; a CPU the workload never used reads 0 in every run, so has no ratio at all
+    rows = [dict(campaign="c", variant=v, workload="ebizzy", metric=m, unit="", lower_is_better=False,
+                 iteration=i, value=x)
+            for m, runs in {"records": {"without": 1386.0, "with": 1486.0}, "cpu2": {"without": 0.0, "with": 0.0}}.items()
+            for v, x in runs.items() for i in range(3)]
+    path = tmp_path / "equal.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    table = pd.read_csv(io.StringIO(_run("compare", str(path), "--rerun", str(path), "--baseline", "without",
+                                         "--format", "csv").stdout)).set_index("metric")
+    assert table.loc["records", "pct_change_first"] == pytest.approx(100 * (1486 / 1386 - 1))
+    assert table.loc["records", ["same_verdict", "first_in_second", "second_in_first"]].all()
+    assert not table.loc["cpu2", ["first_in_second", "second_in_first"]].any()
+    assert _run("compare", str(path), "--rerun", str(path), "--baseline", "without").stdout.splitlines()[-1] == (
+        "2 rows in both runs: the same verdict in 2, each estimate inside the other run's interval in 1 of the 1 "
+        "with an interval in both; the estimates differ by at most 0.0 points (ebizzy/cpu2/with)")

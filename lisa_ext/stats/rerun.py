@@ -32,8 +32,20 @@ RERUN_COLUMNS = _KEY + ["in_runs"] + [f"{c}_{run}" for run in ("first", "second"
 _IN_RUNS = {"both": "both", "left_only": "first only", "right_only": "second only"}
 
 
+#: how far outside an interval an estimate may fall and still be in it: equal runs give an interval
+#: [x, x] whose ends the arithmetic puts a few ulps from the estimate x
+_ROUNDING = 1e-9
+
+
 def _inside(value: float, low: float, high: float) -> bool:
-    return not any(math.isnan(x) for x in (value, low, high)) and low <= value <= high
+    if any(math.isnan(x) for x in (value, low, high)):
+        return False
+    slack = _ROUNDING * max(1.0, abs(value))
+    return low - slack <= value <= high + slack
+
+
+def _has_interval(low: float, high: float) -> bool:
+    return not (math.isnan(low) or math.isnan(high))
 
 
 def rerun_table(first: pd.DataFrame, second: pd.DataFrame, baseline: str, *, test: str = DEFAULT_TEST,
@@ -62,9 +74,14 @@ def rerun_summary(table: pd.DataFrame) -> str:
     """One sentence on a :func:`rerun_table`: how many rows agree, and how far apart they are."""
     both = table[table["in_runs"] == "both"]
     alone = len(table) - len(both)
+    bounded = [_has_interval(r.pct_ci_low_first, r.pct_ci_high_first)
+               and _has_interval(r.pct_ci_low_second, r.pct_ci_high_second) for r in both.itertuples()]
     text = (f"{len(both)} rows in both runs: the same verdict in {int(both['same_verdict'].sum())}, each "
             f"estimate inside the other run's interval in "
             f"{int((both['first_in_second'] & both['second_in_first']).sum())}")
+    if not all(bounded):
+        # a baseline of zeros (a CPU the workload never used) has no ratio, so no interval
+        text += f" of the {sum(bounded)} with an interval in both"
     differences = both["difference_points"].abs()
     if differences.notna().any():
         widest = both.loc[differences.idxmax()]
