@@ -222,6 +222,8 @@
         if (rows.length && /(^|\s)[-+]?\d(\.\d+)?e[+-]?\d+\b/.test(text)) {
           add("unreadable number", where, `cell "${text}" in scientific notation`);
         }
+        const long = rows.length && text.match(/\d\.(\d{7,})/);
+        if (long) add("unreadable number", where, `cell "${text}": ${long[1].length} digits after the point`);
         if (rows.length && cell.tagName === "TH") {
           const raw = rawIdentifier(text);
           if (raw.length) add("raw identifier", where, `row header "${text}" (${raw.join(", ")})`);

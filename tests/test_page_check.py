@@ -2,8 +2,8 @@
 the study pages (a clipped frame, overlapping figure text, an axis in kHz with 7-digit ticks and
 no unit, idle states by number, a warning box, snake_case headers, a bare index, both parameter
 cells, a smoke page without its banner, a code cell on a page meant to hide code, "(x) (y)" units
-in a cell, a variant name broken mid-word, a bare "unbounded" interval, hmean beside amean, a knob
-read back twice), and the same page fixed, which it must pass."""
+in a cell, a variant name broken mid-word, a bare "unbounded" interval, an sd of 17 decimals,
+hmean beside amean, a knob read back twice), and the same page fixed, which it must pass."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _tables(bad: bool) -> str:
     wrap = "word-break:break-all" if bad else "overflow-wrap:normal"
     name = "no-run-to-parity"
     rows = ([("energy (board model) (J)", "3.1 ± 0.2 (hmean)", "unbounded"),
-             ("request latency (ms)", "2.0 ± 0.1", "-3.0 … +4.0 %")] if bad else
+             ("request latency (ms)", "2.0 ± 0.00000000000000178", "-3.0 … +4.0 %")] if bad else
             [("energy (board model, J)", "3.1 ± 0.2", "unbounded: too few runs"),
              ("request latency (ms)", "2.0 ± 0.1", "-3.0 … +4.0 %")])
     body = "".join(f'<tr><th style="width:40px;max-width:40px;{wrap}">{name}</th>'
@@ -119,6 +119,7 @@ def test_every_defect_is_found(checked):
     assert '"after marked tasks" overlaps "after the others"' in report, report
     assert '"1e6" in scientific notation' in report, report  # 1,416,000 kHz: matplotlib's offset
     assert 'cell "energy (board model) (J)"' in report, report
+    assert 'cell "2.0 ± 0.00000000000000178": 17 digits after the point' in report, report
     assert 'in "no-run-to-parity"' in report, report
     assert 'row "base | timing | faithful" twice' in report and '"schedutil" twice' in report, report
     assert "one table shows amean and hmean" in report, report
