@@ -4,6 +4,25 @@
 # As root it installs them; otherwise it prints the exact command to run.
 set -euo pipefail
 
+# --arm64-crates: what cross-builds the scx project's Rust schedulers for the arm64 board on this
+# x86 host (lisa_ext/campaign/tools.py find_cross_cargo): rustup cannot add a target offline, and
+# Debian 12's rustc-web (Rust 1.96, >= the crates' 1.91) takes aarch64's standard library from
+# multiarch, as the C libraries the crates link. Not installed by default: CI builds no crate.
+if [ "${1:-}" = "--arm64-crates" ]; then
+    CROSS=(rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu
+           libelf-dev:arm64 zlib1g-dev:arm64 libzstd-dev:arm64 libseccomp-dev:arm64)
+    command="dpkg --add-architecture arm64 && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${CROSS[*]}"
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "run as root:  sudo sh -c '$command'" >&2
+        exit 1
+    fi
+    dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${CROSS[@]}"
+    echo "arm64 crate toolchain: $(/usr/bin/rustc --version), aarch64 std in $(/usr/bin/rustc --print sysroot)/lib/rustlib"
+    exit 0
+fi
+
 PACKAGES=(
     # tracing and workloads
     trace-cmd libtracecmd-dev libtraceevent-dev fio rt-app stress-ng sysbench rt-tests

@@ -70,7 +70,7 @@ def test_every_board_variant_starts_with_every_board_support_patch():
     board_patches = sorted((KERNELS / "patches/board").glob("*.patch"))
     assert len(board_patches) == 2
     variants = sorted(KERNELS.glob("*/*.yml"))
-    assert len(variants) == 17  # the studies', the two bisect series' and kernels/scx's
+    assert len(variants) == 18  # the studies', the two bisect series' and kernels/scx's (x86, arm64)
     for path in variants:
         for arch in load_variant_spec(path).arches:
             spec = load_variant_spec(path, arch=arch)

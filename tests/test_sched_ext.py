@@ -200,3 +200,40 @@ def test_building_a_scheduler_without_clang_is_one_line(tmp_path):
                           env=dict(os.environ, PATH=str(empty)))
     assert proc.returncode != 0
     assert "needs clang >= 16" in proc.stderr and "clang-19" in proc.stderr
+
+
+def _fake_rust(bin_dir: Path, sysroot: Path) -> None:
+    """A cargo and a rustc whose sysroot is ``sysroot``: what decides whether a target's std is there."""
+    bin_dir.mkdir(parents=True)
+    for name, body in (("cargo", "echo 'cargo 1.95.0'"), ("rustc", f"echo '{sysroot}'")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+
+
+def test_a_crate_for_another_architecture_needs_that_architectures_std(tmp_path, monkeypatch):
+    from lisa_ext.campaign import tools
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    host_only = tmp_path / "host-only"
+    _fake_rust(host_only / "bin", host_only / "sysroot")
+    (host_only / "sysroot/lib/rustlib/x86_64-unknown-linux-gnu/lib").mkdir(parents=True)
+    (host_only / "sysroot/lib/rustlib/x86_64-unknown-linux-gnu/lib/libstd-0123.rlib").write_bytes(b"")
+    monkeypatch.setenv("PATH", f"{host_only / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(tools, "_DEBIAN_CARGO", str(tmp_path / "no-debian-cargo"))
+    with pytest.raises(UserError) as info:
+        build_scx_crate("scx_lavd", "1.1.4", "arm64")
+    msg = str(info.value)
+    assert "\n" not in msg and "aarch64-unknown-linux-gnu" in msg and "--arm64-crates" in msg, msg
+    assert str(host_only / "bin" / "cargo") in msg, msg
+    assert not (tmp_path / "cache" / "tools").exists()
+    # a second cargo whose rustc has aarch64's std is the one picked, with the cross linker
+    cross = tmp_path / "cross"
+    _fake_rust(cross / "bin", cross / "sysroot")
+    (cross / "sysroot/lib/rustlib/aarch64-unknown-linux-gnu/lib").mkdir(parents=True)
+    (cross / "sysroot/lib/rustlib/aarch64-unknown-linux-gnu/lib/libstd-4567.rlib").write_bytes(b"")
+    monkeypatch.setattr(tools, "_DEBIAN_CARGO", str(cross / "bin" / "cargo"))
+    if shutil.which("aarch64-linux-gnu-gcc"):
+        assert tools.find_cross_cargo("arm64") == (str(cross / "bin" / "cargo"), "aarch64-unknown-linux-gnu",
+                                                   shutil.which("aarch64-linux-gnu-gcc"))
+    with pytest.raises(UserError, match="cannot build crates for a mips target"):
+        tools.find_cross_cargo("mips")

@@ -24,7 +24,11 @@ The scx project's schedulers published on crates.io (scx_bpfland, scx_lavd, ...)
 are built by :func:`build_scx_crate`: ``cargo install --locked`` of one pinned
 version, linked statically (glibc's ``crt-static``) so that the board's rootfs
 needs none of the libraries they link (libelf, zlib, zstd); cached keyed by
-crate, version and toolchain (rustc, cargo, clang).
+crate, version and toolchain (rustc, cargo, clang). For a target of another
+architecture (the arm64 board on an x86 host) they are cross-built by a cargo
+whose rustc has that target's standard library (:func:`find_cross_cargo`:
+rustup cannot add one offline; Debian's ``rustc-web`` takes it from multiarch),
+linked by the GNU cross toolchain against the multiarch libelf, zlib and zstd.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from lisa_ext.workbench import cache_root, workbench_dir
 
 __all__ = ["BUILDABLE", "SCX_SCHEDULERS", "Recipe", "build_scx_crate", "build_scx_scheduler", "build_tool",
            "cached_build", "crate_name_problem", "crate_version_problem", "find_bpf_clang", "find_cargo",
+           "find_cross_cargo",
            "install_cached_tools", "install_tool", "missing_tool_hint", "scx_crate_dir", "shared_source",
            "tools_cache_dir"]
 
@@ -91,6 +96,15 @@ _CRATE_VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
 _SCX_CRATE_RECIPE = "1"
 #: statically linked against glibc: the board's rootfs has no libelf, zlib or zstd
 _SCX_CRATE_RUSTFLAGS = "-C target-feature=+crt-static"
+#: a target's ABI (devlib's name: ``target.abi``) -> the Rust target triple of its crates and the
+#: prefix of the GNU toolchain that links them on a host of another architecture
+_CRATE_TARGETS = {"x86_64": ("x86_64-unknown-linux-gnu", "x86_64-linux-gnu"),
+                  "arm64": ("aarch64-unknown-linux-gnu", "aarch64-linux-gnu")}
+#: the host's ABI under devlib's name, from ``platform.machine()``
+_HOST_ABI = {"x86_64": "x86_64", "aarch64": "arm64"}
+#: Debian's cargo (package cargo-web beside rustc-web: a recent Rust whose foreign standard
+#: libraries come as multiarch packages, libstd-rust-web-dev:arm64)
+_DEBIAN_CARGO = "/usr/bin/cargo"
 
 
 def tools_cache_dir() -> Path:
@@ -242,9 +256,56 @@ def find_cargo() -> str:
                     f"{home / 'bin'}): install Rust with rustup (https://rustup.rs), >= the crate's rust-version")
 
 
+def _rustc_beside(cargo: str) -> str:
+    return str(Path(cargo).with_name("rustc")) if Path(cargo).with_name("rustc").is_file() else "rustc"
+
+
+def _has_std(cargo: str, triple: str) -> bool:
+    """Whether the rustc beside ``cargo`` has the standard library of ``triple`` to link against."""
+    try:
+        sysroot = subprocess.run([_rustc_beside(cargo), "--print", "sysroot"], capture_output=True, text=True,
+                                 timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return bool(sysroot) and any((Path(sysroot) / "lib" / "rustlib" / triple / "lib").glob("libstd-*.rlib"))
+
+
+def find_cross_cargo(abi: str) -> tuple[str, str, str]:
+    """The ``cargo`` whose rustc has ``abi``'s standard library (rustup's, else Debian's
+    ``rustc-web``, which takes its foreign standard library from multiarch), the Rust triple and
+    the GNU linker; one line naming what to install when there is none."""
+    if abi not in _CRATE_TARGETS:
+        raise UserError(f"cannot build crates for a {abi} target: lisa-ext builds them for "
+                        f"{', '.join(_CRATE_TARGETS)}")
+    triple, prefix = _CRATE_TARGETS[abi]
+    home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+    candidates = [c for c in (shutil.which("cargo"), str(home / "bin" / "cargo"), _DEBIAN_CARGO)
+                  if c and os.path.isfile(c) and os.access(c, os.X_OK)]
+    cargo = next((c for c in dict.fromkeys(candidates) if _has_std(c, triple)), None)
+    if cargo is None:
+        raise UserError(f"building a sched_ext scheduler for the {abi} target needs Rust's standard library "
+                        f"for {triple}, which no cargo here has ({', '.join(dict.fromkeys(candidates)) or 'none found'}); "
+                        "on Debian 12: bash scripts/install-system-packages.sh --arm64-crates")
+    linker = shutil.which(f"{prefix}-gcc")
+    if linker is None:
+        raise UserError(f"building a sched_ext scheduler for the {abi} target needs {prefix}-gcc to link it; "
+                        "on Debian 12: bash scripts/install-system-packages.sh --arm64-crates")
+    return cargo, triple, linker
+
+
+def _cross_env(triple: str, linker: str) -> dict[str, str]:
+    """cargo's and the crates' build scripts' settings for linking and compiling C for ``triple``:
+    the libraries they link (libelf, zlib, zstd) come from the host's multiarch directory."""
+    prefix = Path(linker).name.removesuffix("-gcc")
+    under = triple.replace("-", "_")
+    return {f"CARGO_TARGET_{under.upper()}_LINKER": linker, f"CC_{under}": linker,
+            f"AR_{under}": shutil.which(f"{prefix}-ar") or f"{prefix}-ar",
+            "PKG_CONFIG_ALLOW_CROSS": "1", "PKG_CONFIG_LIBDIR": f"/usr/lib/{prefix}/pkgconfig:/usr/share/pkgconfig"}
+
+
 def _toolchain(cargo: str, clang: str) -> tuple[str, str]:
     """The toolchain's description (what the cache key hashes) and the host's target triple."""
-    rustc = str(Path(cargo).with_name("rustc")) if Path(cargo).with_name("rustc").is_file() else "rustc"
+    rustc = _rustc_beside(cargo)
     env = {**os.environ, "PATH": f"{Path(cargo).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     rustc_v = subprocess.run([rustc, "-vV"], capture_output=True, text=True, env=env).stdout
     cargo_v = subprocess.run([cargo, "-V"], capture_output=True, text=True, env=env).stdout
@@ -282,25 +343,31 @@ def build_scx_crate(crate: str, version: str, arch: str = "x86_64",
     problem = crate_name_problem(crate) or crate_version_problem(version)
     if problem:
         raise UserError(f"cannot build a sched_ext scheduler from crates.io: {problem}")
-    if arch != platform.machine():
-        raise UserError(f"building {crate} for {arch} on a {platform.machine()} host is not supported yet")
-    cargo = find_cargo()
+    native = arch in (platform.machine(), _HOST_ABI.get(platform.machine()))
+    cargo, triple, linker = (find_cargo(), "", "") if native else find_cross_cargo(arch)
     clang, _strip = find_bpf_clang()
-    toolchain, triple = _toolchain(cargo, clang)
+    toolchain, host_triple = _toolchain(cargo, clang)
+    cross: dict[str, str] = {}
+    if native:
+        triple = host_triple
+    else:
+        toolchain += f"\ntarget {triple}\n"
+        cross = {**_cross_env(triple, linker), "RUSTC": _rustc_beside(cargo)}
     build_dir = scx_crate_dir(crate, version, toolchain)
     binary = build_dir / "bin" / crate
     if binary.is_file():
         return binary
     build_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=build_dir.name + ".", suffix=".part", dir=build_dir.parent))
-    echo(f"building {crate} {version} from crates.io with cargo into {build_dir} (once; about 15 min on 2 cores)")
+    echo(f"building {crate} {version} for {triple} from crates.io with cargo into {build_dir} "
+         "(once; about 15 min on 2 cores)")
     # an explicit --target: RUSTFLAGS then apply to the scheduler only, not to the build scripts
     # and proc macros, which cannot run linked statically
     command = [cargo, "install", "--locked", "--version", version, "--root", str(tmp / "root"), "--target", triple,
                "--", crate]
     # BPF_CLANG: the scx crates compile their BPF side with plain `clang` otherwise, too old on Debian 12
     env = {**os.environ, "CARGO_TARGET_DIR": str(tmp / "target"), "RUSTFLAGS": _SCX_CRATE_RUSTFLAGS,
-           "BPF_CLANG": clang, "PATH": f"{Path(cargo).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+           "BPF_CLANG": clang, "PATH": f"{Path(cargo).parent}{os.pathsep}{os.environ.get('PATH', '')}", **cross}
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     (tmp / "build.log").write_text(proc.stdout + proc.stderr)
     shutil.rmtree(tmp / "target", ignore_errors=True)
