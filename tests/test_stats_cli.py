@@ -146,7 +146,8 @@ def test_a_campaign_repeats_itself_even_where_its_runs_are_equal(tmp_path):
     # ulps outside; a CPU the workload never used reads 0 in every run, so has no ratio at all
     rows = [dict(campaign="c", variant=v, workload="ebizzy", metric=m, unit="", lower_is_better=False,
                  iteration=i, value=x)
-            for m, runs in {"records": {"without": 1386.0, "with": 1486.0}, "cpu2": {"without": 0.0, "with": 0.0}}.items()
+            for m, runs in {"records": {"without": 1386.0, "with": 1486.0},
+                            "cpu2": {"without": 0.0, "with": 0.0}}.items()
             for v, x in runs.items() for i in range(3)]
     path = tmp_path / "equal.csv"
     pd.DataFrame(rows).to_csv(path, index=False)

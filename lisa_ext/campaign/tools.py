@@ -51,9 +51,8 @@ from lisa_ext.workbench import cache_root, workbench_dir
 
 __all__ = ["BUILDABLE", "SCX_SCHEDULERS", "Recipe", "build_scx_crate", "build_scx_scheduler", "build_tool",
            "cached_build", "crate_name_problem", "crate_version_problem", "find_bpf_clang", "find_cargo",
-           "find_cross_cargo",
-           "install_cached_tools", "install_tool", "missing_tool_hint", "scx_crate_dir", "shared_source",
-           "tools_cache_dir"]
+           "find_cross_cargo", "install_cached_tools", "install_tool", "missing_tool_hint", "scx_crate_dir",
+           "shared_source", "tools_cache_dir"]
 
 
 @dataclass(frozen=True)
@@ -283,8 +282,9 @@ def find_cross_cargo(abi: str) -> tuple[str, str, str]:
                   if c and os.path.isfile(c) and os.access(c, os.X_OK)]
     cargo = next((c for c in dict.fromkeys(candidates) if _has_std(c, triple)), None)
     if cargo is None:
+        tried = ", ".join(dict.fromkeys(candidates)) or "none found"
         raise UserError(f"building a sched_ext scheduler for the {abi} target needs Rust's standard library "
-                        f"for {triple}, which no cargo here has ({', '.join(dict.fromkeys(candidates)) or 'none found'}); "
+                        f"for {triple}, which no cargo here has ({tried}); "
                         "on Debian 12: bash scripts/install-system-packages.sh --arm64-crates")
     linker = shutil.which(f"{prefix}-gcc")
     if linker is None:
