@@ -242,17 +242,25 @@ def crate_version_problem(value: str) -> str | None:
     return f"{show(value)} is not an exact version (MAJOR.MINOR.PATCH, e.g. '1.1.4'; a pinned version, not a range)"
 
 
+def _rustup_bin() -> Path:
+    return Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo") / "bin"
+
+
+def _cargos(*more: str) -> list[str]:
+    """Every executable ``cargo`` in the order they are tried: on PATH, rustup's, then ``more``."""
+    found = [c for c in (shutil.which("cargo"), str(_rustup_bin() / "cargo"), *more)
+             if c and os.path.isfile(c) and os.access(c, os.X_OK)]
+    return list(dict.fromkeys(found))
+
+
 def find_cargo() -> str:
     """The ``cargo`` to build crates with: on PATH, else rustup's (``$CARGO_HOME/bin``, ``~/.cargo/bin``);
     one line saying how to install it when there is none."""
-    found = shutil.which("cargo")
+    found = _cargos()
     if found:
-        return found
-    home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
-    if (home / "bin" / "cargo").is_file() and os.access(home / "bin" / "cargo", os.X_OK):
-        return str(home / "bin" / "cargo")
+        return found[0]
     raise UserError("building a sched_ext scheduler from crates.io needs cargo (not on PATH nor in "
-                    f"{home / 'bin'}): install Rust with rustup (https://rustup.rs), >= the crate's rust-version")
+                    f"{_rustup_bin()}): install Rust with rustup (https://rustup.rs), >= the crate's rust-version")
 
 
 def _rustc_beside(cargo: str) -> str:
@@ -277,12 +285,10 @@ def find_cross_cargo(abi: str) -> tuple[str, str, str]:
         raise UserError(f"cannot build crates for a {abi} target: lisa-ext builds them for "
                         f"{', '.join(_CRATE_TARGETS)}")
     triple, prefix = _CRATE_TARGETS[abi]
-    home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
-    candidates = [c for c in (shutil.which("cargo"), str(home / "bin" / "cargo"), _DEBIAN_CARGO)
-                  if c and os.path.isfile(c) and os.access(c, os.X_OK)]
-    cargo = next((c for c in dict.fromkeys(candidates) if _has_std(c, triple)), None)
+    candidates = _cargos(_DEBIAN_CARGO)
+    cargo = next((c for c in candidates if _has_std(c, triple)), None)
     if cargo is None:
-        tried = ", ".join(dict.fromkeys(candidates)) or "none found"
+        tried = ", ".join(candidates) or "none found"
         raise UserError(f"building a sched_ext scheduler for the {abi} target needs Rust's standard library "
                         f"for {triple}, which no cargo here has ({tried}); "
                         "on Debian 12: bash scripts/install-system-packages.sh --arm64-crates")
