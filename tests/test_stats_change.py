@@ -5,6 +5,7 @@ of simulated samples whose true ratio is known."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import scipy.stats as sps
 
 from lisa_ext import stats
 from lisa_ext.stats.change import pct_change_ci, pct_change_ci_from_stats
+from lisa_ext.stats.summary import sample_sd
 
 #: RFC 000's RK3399 fio IOPS runs (../shared/rfcs/000_58751f302850aa96.txt)
 MENU_BOOST = [2584, 2622, 2629]
@@ -85,6 +87,20 @@ def test_no_spread_gives_the_point_and_a_baseline_near_zero_no_bound():
     assert pct_change_ci([10.0, 10.0], [12.0, 12.0]) == pytest.approx((20.0, 20.0))
     assert pct_change_ci([10.0, 10.0], [12.0, 12.0], "gmean") == pytest.approx((20.0, 20.0))
     assert pct_change_ci([-1.0, 1.2, 0.1], [5.0, 6.0, 7.0]) == (-math.inf, math.inf)
+
+
+def test_runs_equal_but_for_rounding_give_a_point_interval():
+    # the same 15.7 reached by three computations: numpy's sd is 1.8e-15, and the interval was
+    # [x - tiny, x + tiny] around an estimate the rerun check then found outside it
+    equal = [15.7 * 3 / 3, 15.7, 0.1 * 157]
+    assert np.std(equal, ddof=1) > 0
+    assert sample_sd(equal) == 0.0 and sample_sd([15.7, 15.7]) == 0.0
+    for kind in ("amean", "hmean", "gmean"):
+        low, high = pct_change_ci(equal, [20.0, 20.0, 20.0], kind)
+        assert low == high == pytest.approx((20.0 / 15.7 - 1) * 100)
+    # a real spread, however small against the mean, stays one
+    assert sample_sd([10.0, 10.0, 10.003]) == pytest.approx(statistics.stdev([10.0, 10.0, 10.003]))
+    assert sample_sd([1e6, 1e6 + 1e-4]) > 0 and math.isnan(sample_sd([1.0]))
 
 
 def test_compare_gives_each_change_its_interval():

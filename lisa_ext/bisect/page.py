@@ -21,6 +21,7 @@ import numpy as np
 
 from lisa_ext.report.drawing import COLORS
 from lisa_ext.report.escape import code_span, markdown, mathtext
+from lisa_ext.stats.summary import sample_sd
 
 __all__ = ["FIGURE", "PAGE", "PageStep", "StepPage", "bisection_figure", "render_page"]
 
@@ -71,7 +72,7 @@ def _num(x: float) -> str:
 def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     """Mean and sample standard deviation (None for a single value)."""
     arr = np.asarray(values, float)
-    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else None
+    return float(arr.mean()), sample_sd(arr) if arr.size > 1 else None
 
 
 def _distribution(values: Sequence[float]) -> tuple[str, str]:

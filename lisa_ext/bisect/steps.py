@@ -36,6 +36,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from lisa_ext.stats.summary import sample_sd
 from lisa_ext.stats.tests import Sample, welch
 
 __all__ = ["BAD", "GOOD", "SKIP", "UNDECIDED", "Bisection", "Bounds", "EndsCheck", "StepCall", "bisection",
@@ -81,7 +82,7 @@ def look_alpha(bounds: Bounds) -> float:
 
 def _sample(values: Sequence[float]) -> Sample:
     arr = np.asarray(values, float)
-    return Sample(float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else math.nan, int(arr.size),
+    return Sample(float(arr.mean()), sample_sd(arr), int(arr.size),
                   values=arr)
 
 

@@ -52,16 +52,9 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-#: a standard deviation this far below the mean is the arithmetic's rounding (equal runs' 15.7 gave
-#: an sd of 1.8e-15), not the runs' spread
-_ROUNDING = 1e-9
-
-
 def _mean(row: dict, tagged: bool = True) -> str:
     value = format_number(row["mean"])
     sd = row["stddev"]
-    if math.isfinite(sd) and math.isfinite(row["mean"]) and sd <= abs(row["mean"]) * _ROUNDING:
-        sd = 0.0  # equal values whose floating-point sum left a trace, not a spread
     decimals = decimals_of(row["mean"]) if math.isfinite(row["mean"]) else None
     if math.isfinite(sd) and decimals is not None and round(sd, decimals) == 0:
         decimals = None  # a spread below the mean's last digit keeps its own digits

@@ -30,6 +30,8 @@ from typing import Iterable
 import numpy as np
 from scipy import stats as sps
 
+from lisa_ext.stats.summary import sample_sd
+
 __all__ = ["pct_change_ci", "pct_change_ci_from_stats"]
 
 _NO_INTERVAL = (math.nan, math.nan)
@@ -88,19 +90,19 @@ def pct_change_ci(base: Iterable[float], new: Iterable[float], kind: str = "amea
     if a.size < 2 or b.size < 2:
         return _NO_INTERVAL
     if kind == "amean":
-        return pct_change_ci_from_stats(float(a.mean()), float(a.std(ddof=1)), a.size,
-                                        float(b.mean()), float(b.std(ddof=1)), b.size, confidence)
+        return pct_change_ci_from_stats(float(a.mean()), sample_sd(a), a.size,
+                                        float(b.mean()), sample_sd(b), b.size, confidence)
     if (a <= 0).any() or (b <= 0).any():
         return _NO_INTERVAL
     if kind == "hmean":
         # hmean_new / hmean_base = mean(1/base) / mean(1/new)
         inv_a, inv_b = 1.0 / a, 1.0 / b
-        return _to_pct(_fieller_ratio(float(inv_a.mean()), float(inv_a.std(ddof=1)), a.size,
-                                      float(inv_b.mean()), float(inv_b.std(ddof=1)), b.size, confidence))
+        return _to_pct(_fieller_ratio(float(inv_a.mean()), sample_sd(inv_a), a.size,
+                                      float(inv_b.mean()), sample_sd(inv_b), b.size, confidence))
     if kind == "gmean":
         log_a, log_b = np.log(a), np.log(b)
         diff = float(log_b.mean() - log_a.mean())
-        var_a, var_b = log_a.var(ddof=1) / a.size, log_b.var(ddof=1) / b.size
+        var_a, var_b = sample_sd(log_a) ** 2 / a.size, sample_sd(log_b) ** 2 / b.size
         if var_a == 0 and var_b == 0:
             return _to_pct((math.exp(diff), math.exp(diff)))
         half = sps.t.ppf(0.5 + confidence / 2.0, _welch_df(var_a, a.size, var_b, b.size)) * math.sqrt(var_a + var_b)

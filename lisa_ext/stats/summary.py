@@ -27,8 +27,9 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "default_mean",
     "mean_of",
-    "mean_ci",
     "describe",
+    "mean_ci",
+    "sample_sd",
     "summarise",
 ]
 
@@ -51,10 +52,29 @@ def default_mean(lower_is_better: bool) -> MeanKind:
     metric with a zero or negative value)."""
     return "amean" if lower_is_better else "hmean"
 
+#: relative difference below which two measured values are the same value: a few ulps of a double
+_ROUNDING = 1e-12
+
 
 def _clean(values: Iterable[float]) -> np.ndarray:
     arr = np.asarray(list(values), dtype=float)
     return arr[~np.isnan(arr)]
+
+
+def sample_sd(values: Iterable[float]) -> float:
+    """Sample standard deviation (n - 1); NaN below two values, 0 for values equal within rounding.
+
+    Runs that measured the same thing can differ in their last bits (a rate computed as 15.7 * 3 / 3
+    in one and 0.1 * 157 in another), and numpy gives even identical values a few ulps of spread
+    through their mean: 1.8e-15 for three runs of 15.7, which a page printed as a spread and an
+    interval widened by. Values within ``_ROUNDING`` of each other, relative to their size, are
+    equal."""
+    arr = _clean(values)
+    if arr.size < 2:
+        return math.nan
+    if arr.max() - arr.min() <= _ROUNDING * float(np.abs(arr).max()):
+        return 0.0
+    return float(arr.std(ddof=1))
 
 
 def mean_of(values: Iterable[float], kind: MeanKind) -> float:
@@ -82,7 +102,7 @@ def _t_halfwidth(arr: np.ndarray, confidence: float) -> float:
     if n < 2:
         return math.nan
     q = sps.t.ppf(0.5 + confidence / 2.0, n - 1)
-    return float(q * arr.std(ddof=1) / math.sqrt(n))
+    return float(q * sample_sd(arr) / math.sqrt(n))
 
 
 def mean_ci(values: Iterable[float], kind: MeanKind = "amean",
@@ -113,7 +133,7 @@ def describe(values: Iterable[float], confidence: float = 0.95) -> dict[str, flo
     arr = _clean(values)
     n = int(arr.size)
     amean = mean_of(arr, "amean")
-    stddev = float(arr.std(ddof=1)) if n >= 2 else math.nan
+    stddev = sample_sd(arr)
     ci_low, ci_high = mean_ci(arr, "amean", confidence)
     return {
         "n": n,

@@ -32,6 +32,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats as sps
 
+from lisa_ext.stats.summary import sample_sd
+
 __all__ = [
     "Sample",
     "TESTS",
@@ -72,7 +74,7 @@ def welch(base: Sample, new: Sample) -> float:
         a, b = np.asarray(base.values, float), np.asarray(new.values, float)
         if a.size < 2 or b.size < 2:
             return math.nan
-        ma, mb, sa, sb, na, nb = a.mean(), b.mean(), a.std(ddof=1), b.std(ddof=1), a.size, b.size
+        ma, mb, sa, sb, na, nb = a.mean(), b.mean(), sample_sd(a), sample_sd(b), a.size, b.size
     else:
         ma = base.amean if base.amean is not None else base.mean
         mb = new.amean if new.amean is not None else new.mean
