@@ -28,6 +28,7 @@ from lisa_ext.errors import UserError
 from lisa_ext.report.cache import cached_frame
 from lisa_ext.report.figures import export, grouped_bars_figure, load_holoviews
 from lisa_ext.rfc_numbers import load_rfc_numbers
+from lisa_ext.stats.summary import sample_sd
 from lisa_ext.studies.rfc import SAMPLES, direction_sentence
 from lisa_ext.trace import load_trace
 
@@ -76,8 +77,8 @@ def rfc_tables(campaign_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
                 continue
             group = mine.get_group(variant)
             ours.loc[label, [_BW, _BW_SD, _UTIL, _UTIL_SD]] = [
-                group["bandwidth_mibps"].mean(), group["bandwidth_mibps"].std(),
-                group["cpu_util_pct"].mean(), group["cpu_util_pct"].std()]
+                group["bandwidth_mibps"].mean(), sample_sd(group["bandwidth_mibps"]),
+                group["cpu_util_pct"].mean(), sample_sd(group["cpu_util_pct"])]
             samples[(label, _BW)] = [float(v) for v in group["bandwidth_mibps"]]
         ours[_VS] = 100.0 * (ours[_BW] / ours.loc["SYSTEM", _BW] - 1.0)
         ours.attrs[SAMPLES] = samples
