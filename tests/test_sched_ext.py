@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign_helpers import LISA_EXT, REPO, write_spec
-from lisa_ext.campaign.sched_ext import SchedExtSetting, disable_reason
+from campaign_helpers import LISA_EXT, LOCAL_TARGET, REPO, require_live, write_spec
+from lisa_ext.campaign import sched_ext
+from lisa_ext.campaign.sched_ext import SchedExtSetting, disable_reason, load_failure
 from lisa_ext.campaign.spec import load_spec
 from lisa_ext.campaign.tools import build_scx_crate, scx_crate_dir
 from lisa_ext.errors import SpecError, UserError
@@ -190,6 +191,68 @@ def test_the_kernel_reason_is_the_last_runs_own():
     assert disable_reason(KERNEL_LOG, "qmap") is None
     assert disable_reason(KERNEL_LOG.splitlines()[0] + "\n" + KERNEL_LOG.splitlines()[1], "simple") == \
         "unregistered from user space"
+
+
+# libbpf's own lines on a refused program, as a C scheduler prints them to stderr
+C_SCHEDULER_OUTPUT = """\
+libbpf: prog 'simple_enqueue': BPF program load failed: Permission denied
+libbpf: prog 'simple_enqueue': -- BEGIN PROG LOAD LOG --
+0: R1=ctx() R10=fp0
+; int BPF_STRUCT_OPS(simple_enqueue, struct task_struct *p, u64 enq_flags) @ scx_simple.bpf.c:50
+0: (79) r6 = *(u64 *)(r1 +8)
+1: (79) r7 = *(u64 *)(r1 +0)
+R7 invalid mem access 'scalar'
+processed 2 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0
+-- END PROG LOAD LOG --
+libbpf: prog 'simple_enqueue': failed to load: -13
+libbpf: failed to load object 'scx_simple'
+scx_simple.c:93 [scx panic]: Permission denied
+"""
+# scx_lavd 1.1.4 on the arm64 board's kernel without BPF_EVENTS (2026-11-30): libbpf's lines come
+# through the crate's logger, on stdout, coloured and a blank line apart; stderr has only the tail
+_PREFIX = ("\x1b[2m1970-01-01T00:00:37.781538Z\x1b[0m \x1b[33m WARN\x1b[0m ThreadId(01) "
+           "\x1b[2mscx_utils::libbpf_logger\x1b[0m\x1b[2m:\x1b[0m ")
+CRATE_OUTPUT = (
+    "Error: Failed to load BPF program\n\nCaused by:\n    Invalid argument (os error 22)\n"
+    + "".join(f"{_PREFIX}libbpf: {line}\n\n" for line in (
+        "map 'lavd_ops': created successfully, fd=25",
+        "prog 'scx_lib_init_probe': BPF program load failed: -EINVAL",
+        "prog 'scx_lib_init_probe': failed to load: -EINVAL",
+        "failed to load BPF skeleton 'bpf_bpf': -EINVAL")))
+
+
+def test_a_refused_program_is_named_with_the_verifiers_error():
+    assert load_failure(C_SCHEDULER_OUTPUT) == (
+        "prog 'simple_enqueue': BPF program load failed: Permission denied; verifier: "
+        "0: (79) r6 = *(u64 *)(r1 +8) / 1: (79) r7 = *(u64 *)(r1 +0) / R7 invalid mem access 'scalar'")
+    assert load_failure(CRATE_OUTPUT) == \
+        "prog 'scx_lib_init_probe': BPF program load failed: -EINVAL; no verifier log"
+    # the crates' logger puts the log a blank line after the failure
+    logged = CRATE_OUTPUT.replace(
+        "-EINVAL\n\n", "-EINVAL\n\nlibbpf: prog 'scx_lib_init_probe': -- BEGIN PROG LOAD LOG --\n"
+        "attach_btf_id 5 is not a function\n-- END PROG LOAD LOG --\n", 1)
+    assert load_failure(logged).endswith("; verifier: attach_btf_id 5 is not a function")
+    assert load_failure("Error: no sched_ext support\n") is None
+
+
+def test_a_refused_programs_lines_from_the_target_stay_one_bounded_line():
+    hostile = ("libbpf: prog 'p\x1b]0;x\x07': BPF program load failed: E\rINVAL\n"
+               "libbpf: prog 'p\x1b]0;x\x07': -- BEGIN PROG LOAD LOG --\n" + "A" * 100_000 + "\x00\n")
+    text = load_failure(hostile)
+    assert text is not None and text.isprintable() and len(text) < 1000, text
+
+
+@pytest.mark.live
+def test_a_kernel_without_kprobe_or_uprobe_events_is_named(monkeypatch):
+    """Asked on a real shell: this host's kernel has the perf event sources; paths that exist
+    nowhere stand for a kernel without them."""
+    require_live()
+    from lisa_ext.target import open_target
+
+    target = open_target(LOCAL_TARGET)
+    assert sched_ext.tracing_programs_missing(target) is None
+    monkeypatch.setattr(sched_ext, "_TRACING_PMUS", ("/nonexistent/kprobe dir", "/nonexistent/'uprobe'"))
+    assert "CONFIG_BPF_EVENTS" in sched_ext.tracing_programs_missing(target)
 
 
 def test_building_a_scheduler_without_clang_is_one_line(tmp_path):

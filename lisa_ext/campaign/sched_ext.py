@@ -44,14 +44,14 @@ from typing import Any, Callable, Iterator
 from lisa_ext.campaign import remote
 from lisa_ext.campaign.tools import (SCX_SCHEDULERS, build_scx_crate, build_scx_scheduler, crate_name_problem,
                                     crate_version_problem, find_bpf_clang, install_tool)
-from lisa_ext.errors import SpecError, UserError
+from lisa_ext.errors import SpecError, UserError, one_line
 from lisa_ext.kernel.spec import DEFAULT_DEBIAN_PACKAGE, BaseTree, load_variant_spec
 from lisa_ext.kernel.tree import prepare_tree
 from lisa_ext.schema import Field, check_mapping, show
 
 __all__ = ["SCHED_EXT_SCHEMA", "STATE_FILE", "SchedExtError", "SchedExtSetting", "check_not_running",
-           "disable_reason", "file_sha256", "install_scheduler", "load_setting", "preflight", "running",
-           "sched_ext_missing"]
+           "disable_reason", "file_sha256", "install_scheduler", "load_failure", "load_setting", "preflight",
+           "running", "sched_ext_missing", "tracing_programs_missing"]
 
 STATE_FILE = "/sys/kernel/sched_ext/state"
 OPS_FILE = "/sys/kernel/sched_ext/root/ops"
@@ -65,6 +65,20 @@ STOP_TIMEOUT_S = 30.0
 _DISABLED_RE = re.compile(r'sched_ext: BPF scheduler "([^"]*)" disabled \((.*)\)\s*$')
 _SCHED_CLASS_EXT = re.compile(r"^CONFIG_SCHED_CLASS_EXT=y\s*$", re.M)
 _ENABLED_RE = re.compile(r'sched_ext: BPF scheduler "([^"]*)" enabled')
+#: libbpf's lines on a program the kernel refused (tools/lib/bpf/libbpf.c, bpf_object_load_prog),
+#: to stderr from a C scheduler, through the tracing log (stdout, colour codes) from a crate's
+_LOAD_FAILED_RE = re.compile(r"libbpf: prog '([^']+)': BPF program load failed: (.+?)\s*$")
+_LOG_BEGIN, _LOG_END = "-- BEGIN PROG LOAD LOG --", "-- END PROG LOAD LOG --"
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+#: verifier log lines shown in a run's error: its last, the instruction it stopped at and why
+VERIFIER_LINES = 3
+#: characters kept of each (a line of the target's, in a one-line error)
+_LINE_CHARS = 200
+#: the verifier's closing statistics, after the error
+_LOG_STATS_RE = re.compile(r"^(processed \d+ insns|verification time)")
+#: perf event sources that exist only with CONFIG_BPF_EVENTS' prerequisites (kprobe or uprobe
+#: events): without them BPF_PROG_TYPE_TRACING does not exist (include/linux/bpf_types.h)
+_TRACING_PMUS = ("/sys/bus/event_source/devices/kprobe", "/sys/bus/event_source/devices/uprobe")
 
 
 class SchedExtError(RuntimeError):
@@ -165,6 +179,40 @@ def disable_reason(kernel_log: str, ops: str) -> str | None:
     return reason
 
 
+def load_failure(output: str) -> str | None:
+    """The program the kernel refused and why, from a scheduler's output: libbpf's ``prog 'NAME':
+    BPF program load failed: ERROR`` and the verifier's error (the last lines of its log), or None."""
+    lines = [_ANSI_RE.sub("", line).strip() for line in output.splitlines()]
+    for i, line in enumerate(lines):
+        failed = _LOAD_FAILED_RE.search(line)
+        if not failed:
+            continue
+        name = failed.group(1)
+        log: list[str] = []
+        # libbpf prints the log right after the failure, the crates' logger a blank line apart
+        begin = next((j for j in range(i + 1, min(i + 4, len(lines)))
+                      if _LOG_BEGIN in lines[j] and f"'{name}'" in lines[j]), None)
+        for later in lines[begin + 1:] if begin is not None else ():
+            if _LOG_END in later:
+                break
+            if later and not _LOG_STATS_RE.match(later):
+                log.append(one_line(later[:_LINE_CHARS]))
+        return (f"prog '{one_line(name[:_LINE_CHARS])}': BPF program load failed: "
+                f"{one_line(failed.group(2)[:_LINE_CHARS])}; "
+                + (f"verifier: {' / '.join(log[-VERIFIER_LINES:])}" if log else "no verifier log"))
+    return None
+
+
+def tracing_programs_missing(target) -> str | None:
+    """Why the running kernel refuses tracing programs (fentry, tracepoints), or None."""
+    probe = " || ".join(f"test -e {remote.quote(p)}" for p in _TRACING_PMUS)
+    if target.execute(f"{{ {probe}; }} && echo yes || echo no", as_root=True,
+                      check_exit_code=False).strip() == "yes":
+        return None
+    return ("the kernel has no kprobe or uprobe perf events, so no CONFIG_BPF_EVENTS and no tracing "
+            "programs (fentry, tracepoints) (kernels/configs/sched-ext.config sets them)")
+
+
 def _read(target, path: str) -> str | None:
     out = target.execute(f"cat {remote.quote(path)} 2>/dev/null || echo '<none>'", as_root=True,
                          check_exit_code=False).strip()
@@ -213,7 +261,19 @@ def _kernel_log(target) -> str:
                           check_exit_code=False)
 
 
-def _wait_enabled(target, bg, setting: SchedExtSetting, stderr_of: Callable[[], str]) -> str:
+def _exit_before_enabled(target, setting: SchedExtSetting, rc: int, output: str, tail: str) -> SchedExtError:
+    """A scheduler that stopped before the kernel enabled it: the program the kernel refused (and
+    why a kernel without tracing programs refuses it silently), else its last lines."""
+    refused = load_failure(output)
+    if refused and refused.endswith("no verifier log"):
+        missing = tracing_programs_missing(target)
+        refused += f"; {missing}" if missing else ""
+    return SchedExtError(f"{setting.scheduler} exited with status {rc} before the kernel enabled it: "
+                         f"{refused or tail or '(no output)'}")
+
+
+def _wait_enabled(target, bg, setting: SchedExtSetting, stderr_of: Callable[[], str],
+                  output_of: Callable[[], str]) -> str:
     """Wait until the kernel runs ``setting``'s scheduler; returns the name it registered under."""
     deadline = remote.TargetDeadline(target, START_TIMEOUT_S)
     while True:
@@ -225,8 +285,7 @@ def _wait_enabled(target, bg, setting: SchedExtSetting, stderr_of: Callable[[], 
             return ops
         rc = bg.poll()
         if rc is not None:
-            raise SchedExtError(f"{setting.scheduler} exited with status {rc} before the kernel enabled it: "
-                                f"{stderr_of() or '(no output)'}")
+            raise _exit_before_enabled(target, setting, rc, output_of(), stderr_of())
         if deadline.passed():
             raise SchedExtError(f"{setting.scheduler} was not enabled within {START_TIMEOUT_S:.0f} s "
                                 f"({STATE_FILE}: {state})")
@@ -257,9 +316,13 @@ def running(target, setting: SchedExtSetting, binary: str, sha256: str, remote_d
         out = target.execute(f"tail -n 3 {stem}.stderr 2>/dev/null", as_root=True, check_exit_code=False)
         return " | ".join(line.strip() for line in out.splitlines() if line.strip())
 
+    def output() -> str:  # bounded: a verbose scheduler's whole log is not needed to find libbpf's
+        return target.execute(f"head -c 262144 {stem}.stderr {stem}.stdout 2>/dev/null", as_root=True,
+                              check_exit_code=False)
+
     lost: str | None = None
     try:
-        record["ops"] = _wait_enabled(target, bg, setting, stderr_tail)
+        record["ops"] = _wait_enabled(target, bg, setting, stderr_tail, output)
         record["state"] = "enabled"
         yield
         state, ops, rc = _read(target, STATE_FILE), _read(target, OPS_FILE), bg.poll()
