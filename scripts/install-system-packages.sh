@@ -94,6 +94,13 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "run as root:  sudo sh -c '$command'" >&2
     exit 1
 fi
-echo "installing system packages: ${missing[*]}"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# dpkg prints every package it unpacks (hundreds of lines on a fresh machine): into a log, whose
+# end is shown if the install fails
+apt_log=$(mktemp --tmpdir lisa-ext-apt.XXXXXX.log)
+echo "installing ${#missing[@]} system packages (a few minutes on a fresh machine; log: $apt_log): ${missing[*]}"
+if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$apt_log" 2>&1; then
+    tail -n 30 "$apt_log" >&2
+    echo "installing system packages failed; the whole output: $apt_log" >&2
+    exit 1
+fi
+echo "system packages installed"
