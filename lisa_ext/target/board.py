@@ -32,7 +32,7 @@ from lisa_ext.target.config import TargetConfig
 from lisa_ext.target.protocol import (MAX_TIME_SCALE, BootFallback, BootImage, BusyTarget, FirstBoot,
                                       TargetCommandError)
 from lisa_ext.target.ssh_target import SshTarget
-from lisa_ext.vboard import qemu, qemu_build
+from lisa_ext.vboard import qemu, qemu_build, rootfs
 from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP, DEFAULT_CLOCK
 from lisa_ext.vboard.board import (DEFAULT_VARIANTS, TARGET_CONF_NAMES, VirtualBoard, board_for_target_conf,
                                    default_target_conf_path)
@@ -168,8 +168,10 @@ class BoardTarget(SshTarget):
         return ("boot", "kexec")
 
     def prepare_boot(self) -> None:
+        # beside the kernel build that follows: the board's QEMU and its rootfs, where not built
         if self.board.settings.clock == "virtual":
             qemu_build.build_in_background(self.board.arch)
+        rootfs.build_in_background(self.board.arch)
 
     def boot(self, image: BootImage, method: str) -> BootFallback | None:
         if image.arch != self.board.arch:

@@ -42,6 +42,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -49,6 +50,7 @@ from typing import Iterator, Sequence
 
 from lisa_ext.errors import UserError
 from lisa_ext.staged_modules import MODULES_LOAD_FILE, find_release_dir
+from lisa_ext.vboard import background
 from lisa_ext.workbench import cache_root
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "ROOTFS_PACKAGES",
     "Rootfs",
     "VBOARD_ALIAS",
+    "build_in_background",
     "cache_root",
     "ensure_host_key",
     "ensure_rootfs",
@@ -390,6 +393,14 @@ def _mkfs_from_dir(source: Path, image: Path, *, label: str, headroom: int) -> N
         f.truncate(size)
     _run(["mkfs.ext4", "-q", "-F", "-L", label, "-E", "root_owner=0:0", "-d", str(source), str(image)],
          what=f"mkfs.ext4 -d {source}")
+
+
+def build_in_background(arch: str = "x86_64") -> threading.Thread | None:
+    """Start :func:`ensure_rootfs` in a thread of this process (:mod:`lisa_ext.vboard.background`),
+    beside a board's first kernel build; None where it could not build (not root: the boot says so)."""
+    if arch not in ARCHES or os.geteuid() != 0:
+        return None
+    return background.start("rootfs build", lambda: ensure_rootfs(arch=arch))
 
 
 def ensure_rootfs(*, arch: str = "x86_64", mirror: str | None = None) -> Rootfs:
