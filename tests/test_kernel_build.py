@@ -13,6 +13,7 @@ where `make test` gives the build both cores before any board starts.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -196,3 +197,8 @@ def test_the_boards_qemu_is_built_for_both_architectures():
         binary = qemu_build.virtual_clock_qemu(arch)
         version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
         assert binary.name == name and version.returncode == 0 and "QEMU emulator version 7.2" in version.stdout
+    # each binary was built when asked for; the tree both came from is gone once both are built
+    record = json.loads((binary.parent.parent / "build.json").read_text())
+    if "binaries" in record:  # not a build of both at once, from before each was built on its own
+        assert set(record["binaries"]) == {"qemu-system-x86_64", "qemu-system-aarch64"}
+    assert not (binary.parent.parent / "tree").exists()

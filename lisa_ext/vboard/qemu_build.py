@@ -10,11 +10,14 @@ virtual time advances as if the vCPUs ran in parallel; docs/vboard.md, "The
 virtual clock", says why and what it makes exact.
 
 :func:`virtual_clock_qemu` returns the patched ``qemu-system-x86_64`` or
-``qemu-system-aarch64``, building both once into ``$LISA_EXT_CACHE/qemu/<key>/``
+``qemu-system-aarch64``, built once into ``$LISA_EXT_CACHE/qemu/<key>/bin``
 (key: the patches and the Debian source version) from Debian's QEMU source
 package, the version of the installed ``qemu-system-x86``, with its patches
 applied, then ours; only the two system emulators and their boards' machines (q35,
 virt), with what the boards do not use left out. Firmware comes from the Debian packages' directories.
+Each binary is built when a board of its architecture first needs it: the x86 board's first run
+does not wait for the Arm target (a fifth of the build). The configured tree (``tree/``, about
+400 MB with one binary built) is kept until the other binary is built from it, then deleted.
 :func:`icount_args` are the arguments that switch the clock on.
 """
 
@@ -28,13 +31,13 @@ import logging
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from lisa_ext.errors import UserError
+from lisa_ext.vboard import background
 from lisa_ext.workbench import cache_root
 
 __all__ = ["BUILD_PACKAGES", "QUANTUM_NS", "build_dependencies_missing", "build_in_background", "build_key",
@@ -130,7 +133,7 @@ def is_built(arch: str) -> bool:
 
 def virtual_clock_qemu(arch: str) -> Path:
     """The patched ``qemu-system-*`` of board architecture ``arch`` ("x86_64" or "arm64"), built
-    once (both architectures together) into the cache; other processes wait for a running build."""
+    once into the cache; other processes wait for a running build."""
     if arch not in _TARGETS:
         raise UserError(f"board architecture {arch!r}: expected one of {', '.join(_TARGETS)}")
     version = debian_source_version()
@@ -140,30 +143,19 @@ def virtual_clock_qemu(arch: str) -> Path:
     root = _build_root(version)
     with _locked(root):
         if not binary.is_file():
-            _build(version, root)
+            _build(version, root, arch)
     return binary
 
 
 def build_in_background(arch: str) -> threading.Thread | None:
-    """Start building the patched QEMU in a thread of this process, unless it is built: beside a
-    kernel build, whose tree import and link steps leave a core idle, as its configure does.
-    Whoever then needs it (:func:`virtual_clock_qemu`) waits for that build, or raises its error;
-    the thread itself only logs one."""
+    """Start building the patched QEMU in a thread of this process, unless it is built
+    (:mod:`lisa_ext.vboard.background`): :func:`virtual_clock_qemu` waits for that build."""
     try:
         if is_built(arch):
             return None
     except UserError:
         return None  # no Debian QEMU to build from: the boot says so
-
-    def build() -> None:
-        try:
-            virtual_clock_qemu(arch)
-        except Exception as exc:  # raised again to the boot that needs the binary
-            log.debug("building the virtual-clock QEMU in the background failed: %s", exc)
-
-    thread = threading.Thread(target=build, name="qemu-build", daemon=True)
-    thread.start()
-    return thread
+    return background.start("QEMU build", lambda: virtual_clock_qemu(arch))
 
 
 @contextlib.contextmanager
@@ -177,46 +169,67 @@ def _locked(root: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _build(version: str, root: Path) -> None:
+def _build(version: str, root: Path, arch: str) -> None:
+    """Build ``arch``'s binary in ``root/tree``: fetched, patched and configured (both targets,
+    what :func:`build_key` covers) unless an earlier build left it so; ninja resumes what an
+    interrupted one compiled."""
     missing = build_dependencies_missing()
     if missing:
         raise UserError(f"building the virtual-clock QEMU needs: {' '.join(missing)} "
                         "(run: bash scripts/install-system-packages.sh)")
     root.mkdir(parents=True, exist_ok=True)
-    log_path = root / "build.log"
+    target, name = _TARGETS[arch]
+    log_path = root / f"build-{target}.log"
     started, load = time.monotonic(), os.getloadavg()[0]
-    # the source and build trees are scratch (about 1 GB): only the binaries are kept
-    for stale in root.glob("src-*"):  # an interrupted build's scratch tree
+    for stale in root.glob("src-*"):  # an older layout's scratch tree
         shutil.rmtree(stale, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix="src-", dir=root) as scratch, open(log_path, "w") as log:
-        src = _fetch_source(version, Path(scratch), log, log_path)
-        for patch in patches():
-            _run(["patch", "-p1", "--forward", "--batch", "-i", str(patch)], src, log, log_path,
-                 f"applying {patch.name}")
+    tree = root / "tree"
+    configured = tree / "configured"  # written once configure succeeded
+    with open(log_path, "w") as log:
+        if not configured.is_file():
+            shutil.rmtree(tree, ignore_errors=True)
+            tree.mkdir()
+            src = _fetch_source(version, tree, log, log_path)
+            for patch in patches():
+                _run(["patch", "-p1", "--forward", "--batch", "-i", str(patch)], src, log, log_path,
+                     f"applying {patch.name}")
+            (src / "build-lisa-ext").mkdir()
+            _run(_configure_command(src), src / "build-lisa-ext", log, log_path, "configure", _env(src),
+                 attempts=2)
+            configured.write_text(src.name + "\n")
+        src = tree / configured.read_text().strip()
         build = src / "build-lisa-ext"
-        build.mkdir()
-        env = dict(os.environ)
-        configure = [str(src / "configure"), *_CONFIGURE_ARGS]
-        if shutil.which("ccache"):
-            env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
-            # paths relative to the scratch tree, whose name is random: a rebuild after a patch
-            # changes then recompiles only what the patch touched
-            env.setdefault("CCACHE_BASEDIR", str(src))
-            configure.append("--cc=ccache cc")
-        _run(configure, build, log, log_path, "configure", env, attempts=2)
         jobs = str(max(1, os.cpu_count() or 1))
-        _run(["nice", "-n", "5", "ninja", "-j", jobs, *(name for _, name in _TARGETS.values())], build, log, log_path,
-             "ninja", env)
-        staging = root / "bin.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        for _, name in _TARGETS.values():
-            shutil.copy2(build / name, staging / name)
-        (root / "build.json").write_text(json.dumps({
-            "debian_source_version": version, "patches": [p.name for p in patches()],
-            "configure": list(_CONFIGURE_ARGS), "seconds": round(time.monotonic() - started, 1),
-            "load_at_start": round(load, 2), "cpus": os.cpu_count()}, indent=1) + "\n")
-        staging.rename(root / "bin")
+        _run(["nice", "-n", "5", "ninja", "-j", jobs, name], build, log, log_path, "ninja", _env(src))
+        bin_dir = root / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        shutil.copy2(build / name, bin_dir / f"{name}.tmp")
+        os.replace(bin_dir / f"{name}.tmp", bin_dir / name)
+    record = root / "build.json"
+    built = json.loads(record.read_text()).get("binaries", {}) if record.is_file() else {}
+    built[name] = {"seconds": round(time.monotonic() - started, 1), "load_at_start": round(load, 2)}
+    record.write_text(json.dumps({
+        "debian_source_version": version, "patches": [p.name for p in patches()],
+        "configure": list(_CONFIGURE_ARGS), "cpus": os.cpu_count(), "binaries": built}, indent=1) + "\n")
+    if all((bin_dir / other).is_file() for _, other in _TARGETS.values()):
+        shutil.rmtree(tree, ignore_errors=True)
+
+
+def _configure_command(src: Path) -> list[str]:
+    command = [str(src / "configure"), *_CONFIGURE_ARGS]
+    if shutil.which("ccache"):
+        command.append("--cc=ccache cc")
+    return command
+
+
+def _env(src: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    if shutil.which("ccache"):
+        env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
+        # paths relative to the source tree: a rebuild after a patch changes then recompiles only
+        # what the patch touched
+        env.setdefault("CCACHE_BASEDIR", str(src))
+    return env
 
 
 def _fetch_source(version: str, into: Path, log, log_path: Path) -> Path:
