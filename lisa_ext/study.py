@@ -492,7 +492,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 #: measured on this project's 2-core machine, otherwise idle, from an empty cache (docs/your-own-study.md)
-_FIRST_BUILD = "about 15 min on 2 idle cores: the kernel 10, QEMU 5"
+_FIRST_BUILD = "about 12 min on 2 idle cores: the kernel, with QEMU and the rootfs built beside it"
 
 
 def first_board_note(spec) -> str | None:
@@ -512,9 +512,10 @@ def first_board_note(spec) -> str | None:
     if not missing:
         return (f"the {needs.arch} board's kernel ({kernel}) and QEMU are built: `lisa-ext vboard up` boots it in "
                 "seconds; a knob study runs on it as it is")
+    up = "lisa-ext vboard up" + ("" if needs.arch == "x86_64" else f" --arch {needs.arch}")
     return (f"the {needs.arch} board: {' and '.join(missing)} not built in this cache yet; the first "
-            f"`lisa-ext vboard up` or `study run` builds {'them' if len(missing) > 1 else 'it'} once "
-            f"(both: {_FIRST_BUILD})")
+            f"`{up}` or `study run` builds {'them' if len(missing) > 1 else 'it'} once "
+            f"(both: {_FIRST_BUILD}): start `{up}` now in another terminal, and write the study meanwhile")
 
 
 _SHOW_CODE_HELP = "show the notebook's code cells on the page (default: narrative, tables and figures only)"
