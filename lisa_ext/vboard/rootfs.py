@@ -397,8 +397,13 @@ def _mkfs_from_dir(source: Path, image: Path, *, label: str, headroom: int) -> N
 
 def build_in_background(arch: str = "x86_64") -> threading.Thread | None:
     """Start :func:`ensure_rootfs` in a thread of this process (:mod:`lisa_ext.vboard.background`),
-    beside a board's first kernel build; None where it could not build (not root: the boot says so)."""
-    if arch not in ARCHES or os.geteuid() != 0:
+    beside a board's first kernel build; None where the cache has an image of ``arch`` already, or
+    where it could not build (not root: the boot says so).
+
+    Only a cache without any image: :func:`ensure_rootfs` also writes the host key's pin, and a
+    deploy to a running board must find a changed pin refused, not rewritten (test_vboard_boot.py);
+    a repack for a changed init script is the boot's, as before."""
+    if arch not in ARCHES or os.geteuid() != 0 or any(_arch_cache_dir(arch).glob("rootfs-*.ext4")):
         return None
     return background.start("rootfs build", lambda: ensure_rootfs(arch=arch))
 
