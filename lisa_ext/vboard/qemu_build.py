@@ -27,7 +27,6 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -43,7 +42,6 @@ from lisa_ext.workbench import cache_root
 __all__ = ["BUILD_PACKAGES", "QUANTUM_NS", "build_dependencies_missing", "build_in_background", "build_key",
            "debian_source_version", "icount_args", "is_built", "patches", "virtual_clock_qemu"]
 
-log = logging.getLogger(__name__)
 
 PATCH_DIR = Path(__file__).with_name("qemu_patches")
 #: how far (guest ns) a vCPU may run ahead of the slowest busy one: docs/vboard.md says why 100 us
