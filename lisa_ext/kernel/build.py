@@ -37,8 +37,8 @@ from lisa_ext.errors import UserError
 from lisa_ext.kernel.config import ConfigMiss, check_fragments
 from lisa_ext.kernel.patches import apply_series
 from lisa_ext.kernel.spec import ModuleLoad, VariantSpec, load_variant_spec
-from lisa_ext.kernel.tree import KernelTree, cache_root, git_mirror, kernels_cache, prepare_tree, tree_key
-from lisa_ext.workbench import workbench_path
+from lisa_ext.kernel.tree import KernelTree, git_mirror, kernels_cache, prepare_tree, tree_key
+from lisa_ext.workbench import ccache_env, workbench_path
 
 __all__ = [
     "build_env",
@@ -138,9 +138,7 @@ def build_env() -> dict[str, str]:
     """The environment of every kernel ``make``: ccache in our cache, a fixed
     build user and host (reproducible ``uname -v``), no inherited ARCH /
     CROSS_COMPILE / LOCALVERSION."""
-    env = dict(os.environ)
-    env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
-    env.setdefault("CCACHE_MAXSIZE", "5G")
+    env = ccache_env(os.environ)
     env.setdefault("KBUILD_BUILD_USER", "lisa-ext")
     env.setdefault("KBUILD_BUILD_HOST", "lisa-ext")
     env.pop("LOCALVERSION", None)

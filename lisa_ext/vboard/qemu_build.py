@@ -37,7 +37,7 @@ from pathlib import Path
 
 from lisa_ext.errors import UserError
 from lisa_ext.vboard import background
-from lisa_ext.workbench import cache_root
+from lisa_ext.workbench import cache_root, ccache_env
 
 __all__ = ["BUILD_PACKAGES", "QUANTUM_NS", "build_dependencies_missing", "build_in_background", "build_key",
            "debian_source_version", "icount_args", "is_built", "patches", "virtual_clock_qemu"]
@@ -223,7 +223,8 @@ def _configure_command(src: Path) -> list[str]:
 def _env(src: Path) -> dict[str, str]:
     env = dict(os.environ)
     if shutil.which("ccache"):
-        env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
+        # meson compiles through ccache wherever it finds one
+        env = ccache_env(env)
         # paths relative to the source tree: a rebuild after a patch changes then recompiles only
         # what the patch touched
         env.setdefault("CCACHE_BASEDIR", str(src))
