@@ -492,7 +492,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 #: measured on this project's 2-core machine, otherwise idle, from an empty cache (docs/your-own-study.md)
-_FIRST_BUILD = "about 12 min on 2 idle cores: the kernel, with QEMU and the rootfs built beside it"
+_FIRST_BUILD = "about 9 min on 2 idle cores: the kernel, with QEMU and the rootfs built beside it"
 
 
 def first_board_note(spec) -> str | None:

@@ -143,7 +143,7 @@ def test_a_new_study_says_what_its_first_board_run_builds(tmp_path, monkeypatch)
     repo = Path(__file__).resolve().parents[1]
     note = first_board_note(load_spec(repo / "notebooks" / "run-to-parity.yml"))
     assert note.startswith("the x86_64 board: its kernel (kernels/iowait-boost/baseline.yml) and its QEMU not built")
-    assert "about 12 min on 2 idle cores" in note
+    assert "about 9 min on 2 idle cores" in note
     assert note.endswith("start `lisa-ext vboard up` now in another terminal, and write the study meanwhile")
     # a study on this machine boots no board
     assert first_board_note(load_spec(repo / "notebooks" / "quickstart.yml")) is None
