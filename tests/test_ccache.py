@@ -1,6 +1,6 @@
 """The compiler cache every build shares (``lisa_ext.workbench.ccache_env``), through the real ccache
 and gcc: on an empty cache an object is compiled once, with no second preprocessor run (what made
-the board's first kernel build 40 % slower), and a rebuild still finds it.
+the board's first kernel build take half as long again), and a rebuild still finds it.
 
 The kernel's and QEMU's builds take their environment from it; ``bench/kernel_cold_build.py``
 times a whole kernel in each mode.
