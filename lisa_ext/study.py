@@ -491,10 +491,6 @@ def _new(args: argparse.Namespace) -> int:
     return 0
 
 
-#: measured on this project's 2-core machine, otherwise idle, from an empty cache (docs/your-own-study.md)
-_FIRST_BUILD = "about 9 min on 2 idle cores: the kernel, with QEMU and the rootfs built beside it"
-
-
 def first_board_note(spec) -> str | None:
     """What a study's target waits for before its first run: one line saying whether the virtual
     board's kernel and patched QEMU are in the cache, and what building them costs; None for a
@@ -515,7 +511,7 @@ def first_board_note(spec) -> str | None:
     up = "lisa-ext vboard up" + ("" if needs.arch == "x86_64" else f" --arch {needs.arch}")
     return (f"the {needs.arch} board: {' and '.join(missing)} not built in this cache yet; the first "
             f"`{up}` or `study run` builds {'them' if len(missing) > 1 else 'it'} once "
-            f"(both: {_FIRST_BUILD}): start `{up}` now in another terminal, and write the study meanwhile")
+            f"(both: {needs.cost}): start `{up}` now in another terminal, and write the study meanwhile")
 
 
 _SHOW_CODE_HELP = "show the notebook's code cells on the page (default: narrative, tables and figures only)"

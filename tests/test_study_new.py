@@ -147,3 +147,25 @@ def test_a_new_study_says_what_its_first_board_run_builds(tmp_path, monkeypatch)
     assert note.endswith("start `lisa-ext vboard up` now in another terminal, and write the study meanwhile")
     # a study on this machine boots no board
     assert first_board_note(load_spec(repo / "notebooks" / "quickstart.yml")) is None
+
+
+def test_vboard_up_says_what_it_builds_before_it_starts(tmp_path, monkeypatch):
+    from lisa_ext.study import first_board_note
+    from lisa_ext.vboard.board import VirtualBoard
+    from lisa_ext.vboard.cli import _first_build_note
+
+    monkeypatch.setenv("LISA_EXT_CACHE", str(tmp_path / "empty-cache"))
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)
+    baseline = repo / "kernels" / "iowait-boost" / "baseline.yml"
+    note = _first_build_note(VirtualBoard(), baseline)
+    assert note.startswith("the x86_64 board: its kernel (kernels/iowait-boost/baseline.yml) and its QEMU not built "
+                           "in this cache yet, built now, once"), note
+    # the cost is the one `study new` quotes
+    study_note = first_board_note(load_spec(repo / "notebooks" / "run-to-parity.yml"))
+    cost = note.split("(both from an empty cache: ")[1].split(")")[0]
+    assert "about 9 min on 2 idle cores" in cost and f"(both: {cost})" in study_note
+    # a spec that is refused gets no note: the deploy names the file and key
+    broken = tmp_path / "broken.yml"
+    broken.write_text("name: broken\npatches: 3\n")
+    assert _first_build_note(VirtualBoard(), broken) is None

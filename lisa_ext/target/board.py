@@ -38,7 +38,7 @@ from lisa_ext.vboard.board import (DEFAULT_VARIANTS, TARGET_CONF_NAMES, VirtualB
                                    default_target_conf_path)
 from lisa_ext.workbench import workbench_path
 
-__all__ = ["BoardTarget", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK"]
+__all__ = ["BoardTarget", "CLOCKS", "CLOCKS_HELP", "DEFAULT_CLOCK", "board_first_boot"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,21 @@ class _GuestPace:
         return min(MAX_TIME_SCALE, max(1.0, 2 * max(self._ratios)))
 
 
+#: the x86 board's, measured on this project's 2-core machine, otherwise idle, from an empty cache
+#: (docs/performance.md); the arm64 board's cross-built kernel is of the same order (docs/vboard.md)
+_FIRST_BUILD_COST = "about 9 min on 2 idle cores: the kernel, with QEMU and the rootfs built beside it"
+
+
+def board_first_boot(board: VirtualBoard) -> FirstBoot:
+    """The board's default kernel variant, and its patched QEMU when not built yet."""
+    try:
+        qemu_built = qemu_build.is_built(board.arch)
+    except UserError:  # no Debian QEMU to build from: the first boot will say so
+        qemu_built = False
+    return FirstBoot(workbench_path(*DEFAULT_VARIANTS[board.arch]), board.arch, () if qemu_built else ("QEMU",),
+                     cost=_FIRST_BUILD_COST)
+
+
 class BoardTarget(SshTarget):
     """The virtual board of the current cache, as a :class:`~lisa_ext.target.protocol.Target`."""
 
@@ -93,13 +108,7 @@ class BoardTarget(SshTarget):
 
     @classmethod
     def first_boot_needs(cls, config: TargetConfig) -> FirstBoot:
-        """The board's default kernel variant, and its patched QEMU when not built yet."""
-        board = board_for_target_conf(config.conf.get("name"))
-        try:
-            qemu_built = qemu_build.is_built(board.arch)
-        except UserError:  # no Debian QEMU to build from: the first boot will say so
-            qemu_built = False
-        return FirstBoot(workbench_path(*DEFAULT_VARIANTS[board.arch]), board.arch, () if qemu_built else ("QEMU",))
+        return board_first_boot(board_for_target_conf(config.conf.get("name")))
 
     @classmethod
     def open(cls, config: TargetConfig) -> "BoardTarget":

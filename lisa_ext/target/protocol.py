@@ -122,6 +122,8 @@ class FirstBoot:
     arch: str
     #: what else must be built first and is not in the cache yet, by name
     unbuilt: tuple[str, ...] = ()
+    #: what building the kernel and the rest from an empty cache costs, said before it starts
+    cost: str = ""
 
 
 class Target(Protocol):

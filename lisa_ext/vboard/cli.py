@@ -11,11 +11,12 @@ from pathlib import Path
 
 from lisa_ext.devicetree import SOCS
 from lisa_ext.errors import UserError
+from lisa_ext.kernel.build import build_status
 from lisa_ext.kernel.deploy import deploy_variant
-from lisa_ext.target.board import BoardTarget
+from lisa_ext.target.board import BoardTarget, board_first_boot
 from lisa_ext.vboard.board import DEFAULT_VARIANTS, BoardSettings, VirtualBoard
 from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP
-from lisa_ext.workbench import workbench_path
+from lisa_ext.workbench import shown_path, workbench_path
 
 __all__ = ["register"]
 
@@ -111,12 +112,29 @@ def _release_of(modules: Path) -> str:
     return releases[0]
 
 
+def _first_build_note(board: VirtualBoard, variant: Path) -> str | None:
+    """One line before a build starts: what this cache lacks for ``variant`` and what building it costs."""
+    try:
+        kernel_built = build_status(variant, board.arch).built
+    except UserError:
+        return None  # the deploy says what is wrong with the spec
+    needs = board_first_boot(board)
+    missing = ([] if kernel_built else [f"its kernel ({shown_path(variant)})"]) + [f"its {n}" for n in needs.unbuilt]
+    if not missing:
+        return None
+    return (f"the {board.arch} board: {' and '.join(missing)} not built in this cache yet, built now, once "
+            f"(both from an empty cache: {needs.cost}); later boots take seconds")
+
+
 def _up(args: argparse.Namespace) -> int:
     _log_to_stderr()
     # a kexec switches the running board, whatever it was booted as
     board = VirtualBoard() if args.method == "kexec" else _board(args)
     if args.kernel is None:
         variant = args.variant or workbench_path(*DEFAULT_VARIANTS[board.arch])
+        note = _first_build_note(board, Path(variant))
+        if note:
+            print(note, flush=True)
         provenance = deploy_variant(BoardTarget(board), variant, method=args.method)
         print(json.dumps(provenance, indent=2, default=str))
         return 0
