@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return getattr(exc, "exit_status", 2)  # 2 unless the error says otherwise
     except KeyboardInterrupt as exc:
         # a command that can be resumed says how (lisa_ext.campaign.runner.CampaignInterrupted)
-        print(f"lisa-ext {args.command}: {exc or 'interrupted'}", file=sys.stderr)
+        print(f"lisa-ext {args.command}: {str(exc) or 'interrupted'}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0

@@ -138,3 +138,18 @@ def test_a_number_of_jobs_below_one_or_above_the_bound_is_refused_before_anythin
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"'{argv[-1]}': expected a number of jobs from 1 to 1024" in err
+
+
+def test_a_plain_interrupt_says_interrupted(monkeypatch, capsys):
+    """A Ctrl-C with nothing to say (a bare KeyboardInterrupt, e.g. during `vboard up`'s build) prints
+    "interrupted", not an empty message."""
+    import lisa_ext.cli as cli
+
+    def stopped(args):
+        raise KeyboardInterrupt
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(command="vboard", func=stopped)
+    monkeypatch.setattr(cli, "build_parser", lambda argv: parser)
+    assert main([]) == cli.EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "lisa-ext vboard: interrupted\n"
