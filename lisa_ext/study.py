@@ -35,7 +35,7 @@ from lisa_ext.campaign.store.layout import REPORT_DIR
 from lisa_ext.campaign.store.reader import traced_runs
 from lisa_ext.campaign.store.writer import CampaignStore
 from lisa_ext.errors import SpecError, UserError
-from lisa_ext.kernel.build import build_status
+from lisa_ext.kernel.deploy import first_boot_missing
 from lisa_ext.lisa_hook import skip_iri_format_checker
 from lisa_ext.report.build import TABLE_FILES, ReportOptions, build_report, campaign_metrics
 from lisa_ext.report.cover import CoverLetterTable
@@ -499,13 +499,12 @@ def first_board_note(spec) -> str | None:
     if needs is None:
         return None
     try:
-        kernel_built = build_status(needs.kernel_variant, needs.arch).built
+        missing = first_boot_missing(needs)
     except UserError:
-        kernel_built = False
-    kernel = needs.kernel_variant.relative_to(workbench_path()) if needs.kernel_variant.is_relative_to(
-        workbench_path()) else needs.kernel_variant
-    missing = ([] if kernel_built else [f"its kernel ({kernel})"]) + [f"its {name}" for name in needs.unbuilt]
+        missing = first_boot_missing(needs, kernel_built=False)
     if not missing:
+        kernel = needs.kernel_variant.relative_to(workbench_path()) if needs.kernel_variant.is_relative_to(
+            workbench_path()) else needs.kernel_variant
         return (f"the {needs.arch} board's kernel ({kernel}) and QEMU are built: `lisa-ext vboard up` boots it in "
                 "seconds; a knob study runs on it as it is")
     up = "lisa-ext vboard up" + ("" if needs.arch == "x86_64" else f" --arch {needs.arch}")

@@ -33,17 +33,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.build import build_variant
+from lisa_ext.kernel.build import build_status, build_variant
 from lisa_ext.kernel.spec import load_variant_spec
 from lisa_ext.knobs import KnobError, apply_knobs
 from lisa_ext.running_kernel import RunningKernel, probe_running_kernel
 from lisa_ext.staged_modules import find_release_dir
-from lisa_ext.target import BootImage, Target, TargetCommandError, open_target
+from lisa_ext.target import BootImage, FirstBoot, Target, TargetCommandError, open_target
+from lisa_ext.workbench import workbench_path
 
 __all__ = [
     "DeployError",
     "deploy_variant",
     "deploy_artefacts",
+    "first_boot_missing",
     "modules_to_load",
     "METHODS",
 ]
@@ -58,6 +60,19 @@ class DeployError(UserError):
 
 
 # -- build and checks ---------------------------------------------------------
+
+
+def first_boot_missing(needs: FirstBoot, variant: Path | None = None, *, kernel_built: bool | None = None) -> list[str]:
+    """What a target's first boot of ``variant`` (default: the target's own) must build and this
+    cache lacks, each named as a note says it (``its kernel (kernels/…/baseline.yml)``, ``its
+    QEMU``); empty when all is built. Unless ``kernel_built`` is given, the kernel's build status is
+    looked up, and a variant spec that is refused raises its :class:`UserError`."""
+    variant = Path(variant or needs.kernel_variant)
+    if kernel_built is None:
+        kernel_built = build_status(variant, needs.arch).built
+    shown = variant.relative_to(workbench_path()) if variant.is_relative_to(workbench_path()) else variant
+    return ([] if kernel_built else [f"its kernel ({shown})"]) + [f"its {name}" for name in needs.unbuilt]
+
 
 def _build(spec_path: Path, arch: str):
     return build_variant(spec_path, log=log.info, arch=arch)

@@ -11,12 +11,11 @@ from pathlib import Path
 
 from lisa_ext.devicetree import SOCS
 from lisa_ext.errors import UserError
-from lisa_ext.kernel.build import build_status
-from lisa_ext.kernel.deploy import deploy_variant
+from lisa_ext.kernel.deploy import deploy_variant, first_boot_missing
 from lisa_ext.target.board import BoardTarget, board_first_boot
 from lisa_ext.vboard.board import DEFAULT_VARIANTS, BoardSettings, VirtualBoard
 from lisa_ext.vboard.qemu import CLOCKS, CLOCKS_HELP
-from lisa_ext.workbench import shown_path, workbench_path
+from lisa_ext.workbench import workbench_path
 
 __all__ = ["register"]
 
@@ -114,12 +113,11 @@ def _release_of(modules: Path) -> str:
 
 def _first_build_note(board: VirtualBoard, variant: Path) -> str | None:
     """One line before a build starts: what this cache lacks for ``variant`` and what building it costs."""
+    needs = board_first_boot(board)
     try:
-        kernel_built = build_status(variant, board.arch).built
+        missing = first_boot_missing(needs, variant)
     except UserError:
         return None  # the deploy says what is wrong with the spec
-    needs = board_first_boot(board)
-    missing = ([] if kernel_built else [f"its kernel ({shown_path(variant)})"]) + [f"its {n}" for n in needs.unbuilt]
     if not missing:
         return None
     return (f"the {board.arch} board: {' and '.join(missing)} not built in this cache yet, built now, once "
